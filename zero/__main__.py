@@ -1,0 +1,5 @@
+import sys
+
+from zero.cli import main
+
+sys.exit(main())

@@ -1,0 +1,200 @@
+"""Settings as dataclasses: documented defaults, loaded from TOML, overridden from the command line.
+
+Every settings class in the project is a (possibly nested) dataclass of scalars, strings, lists and other
+dataclasses. `load_config` builds one from its defaults, then a TOML file, then `section.key=value`
+overrides; `write_run_record` stores the resolved config, the code version and the seeds beside a run's
+outputs so the run can be reproduced and resumed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import tomllib
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import tomli_w
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config file or override that does not fit the settings class (the message says where)."""
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _coerce(value: Any, typ: Any, where: str) -> Any:
+    origin = typing.get_origin(typ)
+    if dataclasses.is_dataclass(typ):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a table, got {value!r}")
+        return _from_dict(typ, value, where)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        args = [a for a in typing.get_args(typ) if a is not type(None)]
+        if value is None or value == "none":
+            return None
+        return _coerce(value, args[0], where)
+    if origin in (list, tuple):
+        (item,) = typing.get_args(typ)[:1] or (Any,)
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v.strip()]
+        return [_coerce(v, item, where) for v in value]
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if typ in (int, float, str):
+        try:
+            return typ(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected {typ.__name__}, got {value!r}") from None
+    return value
+
+
+def _from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
+    types_ = _field_types(cls)
+    unknown = set(data) - set(types_)
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {sorted(unknown)} in [{where or cls.__name__}]; known: {sorted(types_)}")
+    base = cls()
+    kwargs = {}
+    for name, typ in types_.items():
+        if name in data:
+            kwargs[name] = _coerce(data[name], typ, f"{where}.{name}" if where else name)
+        else:
+            kwargs[name] = getattr(base, name)
+    return cls(**kwargs)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """Plain dict of a settings dataclass (None values dropped, as TOML has no null)."""
+
+    def clean(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items() if v is not None}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return x
+
+    return clean(dataclasses.asdict(cfg))
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply 'a.b=value' strings onto a nested dict (values parsed as TOML when they can be)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not of the form section.key=value")
+        key, raw = item.split("=", 1)
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        node = data
+        parts = key.strip().split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return data
+
+
+def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> T:
+    """Defaults, then the TOML file (if any), then the overrides."""
+    data: dict[str, Any] = to_dict(cls())
+    if path is not None:
+        try:
+            with open(path, "rb") as fh:
+                file_data = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config {path}: {exc}") from exc
+        _merge(data, file_data)
+    apply_overrides(data, overrides or [])
+    return _from_dict(cls, data)
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            _merge(base[k], v)
+        else:
+            base[k] = v
+
+
+def save_config(cfg: Any, path: str | os.PathLike) -> None:
+    atomic_write_bytes(Path(path), tomli_w.dumps(to_dict(cfg)).encode())
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """--config FILE and repeatable --set section.key=value on a subcommand."""
+    parser.add_argument("--config", metavar="FILE", help="TOML settings file (defaults are built in)")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override one setting, e.g. --set train.lr=0.01 (repeatable)",
+    )
+
+
+def code_version() -> str:
+    """The git commit of the code (with '-dirty' for local changes), or the package version outside git."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        if rev.returncode == 0:
+            dirty = subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True, text=True, timeout=5,
+            ).stdout.strip()
+            return rev.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return "checkers-zero " + version("checkers-zero")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def write_run_record(out_dir: str | os.PathLike, cfg: Any, seeds: dict[str, int], name: str = "run") -> Path:
+    """Store the resolved config, code version, seeds and machine beside a run's outputs."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, out / f"{name}-config.toml")
+    record = {
+        "code_version": code_version(),
+        "seeds": seeds,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "argv": sys.argv,
+    }
+    path = out / f"{name}-record.json"
+    atomic_write_bytes(path, json.dumps(record, indent=2).encode())
+    return path
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary name beside the target, fsync, then rename: readers see old or new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
