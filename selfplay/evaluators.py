@@ -1,0 +1,72 @@
+"""What the search asks a position's network for, and evaluators that need no network.
+
+Any object with `evaluate(planes) -> (policy_logits, wdl)` serves: planes float32 [N, NUM_PLANES, 8, 8]
+(zero.encoding), policy_logits float32 [N, NUM_ACTIONS], wdl float32 [N, 3] probabilities (win, draw,
+loss) for the side to move. `zero.inference.Evaluator` is the network one; the ones here measure the
+search on its own (uniform), give tests a deterministic position-dependent answer without torch (random
+linear), or value material (a simple yardstick that knows nothing about moves).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from zero.encoding import NUM_ACTIONS, NUM_PLANES, PLANE_OPP_KINGS, PLANE_OPP_MEN, PLANE_OWN_KINGS, PLANE_OWN_MEN
+
+
+class PositionEvaluator(Protocol):
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+class UniformEvaluator:
+    """Equal logits for every action and one fixed win/draw/loss answer: search with no knowledge."""
+
+    def __init__(self, wdl: tuple[float, float, float] = (0.0, 1.0, 0.0)):
+        self.wdl = np.asarray(wdl, dtype=np.float32)
+        self._logits = np.zeros((0, NUM_ACTIONS), dtype=np.float32)
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = planes.shape[0]
+        if self._logits.shape[0] < n:
+            self._logits = np.zeros((n, NUM_ACTIONS), dtype=np.float32)
+        return self._logits[:n], np.broadcast_to(self.wdl, (n, 3))
+
+
+class RandomLinearEvaluator:
+    """A fixed random linear map from the planes to logits and win/draw/loss: deterministic for a seed,
+    different for every position, cheap. Tests use it to compare searches without torch."""
+
+    def __init__(self, seed: int = 0, logit_scale: float = 1.0, value_scale: float = 0.3):
+        rng = np.random.default_rng(seed)
+        features = NUM_PLANES * 64
+        self.policy = (rng.standard_normal((features, NUM_ACTIONS)) * logit_scale / 8).astype(np.float32)
+        self.value = (rng.standard_normal((features, 3)) * value_scale).astype(np.float32)
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = planes.reshape(planes.shape[0], -1)
+        logits = x @ self.policy
+        z = x @ self.value
+        z -= z.max(axis=1, keepdims=True)
+        wdl = np.exp(z)
+        wdl /= wdl.sum(axis=1, keepdims=True)
+        return logits, wdl.astype(np.float32)
+
+
+class MaterialEvaluator:
+    """Uniform policy; the value leans toward the side with more material (a king counts 1.5 men)."""
+
+    def __init__(self, scale: float = 0.5):
+        self.scale = scale
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = planes.shape[0]
+        own = planes[:, PLANE_OWN_MEN].sum(axis=(1, 2)) + 1.5 * planes[:, PLANE_OWN_KINGS].sum(axis=(1, 2))
+        opp = planes[:, PLANE_OPP_MEN].sum(axis=(1, 2)) + 1.5 * planes[:, PLANE_OPP_KINGS].sum(axis=(1, 2))
+        value = np.tanh(self.scale * (own - opp))
+        wdl = np.zeros((n, 3), dtype=np.float32)
+        wdl[:, 0] = np.maximum(value, 0)
+        wdl[:, 2] = np.maximum(-value, 0)
+        wdl[:, 1] = 1 - np.abs(value)
+        return np.zeros((n, NUM_ACTIONS), dtype=np.float32), wdl
