@@ -1,0 +1,111 @@
+import math
+import random
+
+import pytest
+
+from train.ratings import ANCHOR, PlayerInfo, RatingsTable, format_table, plot
+from train.sprt import PairSprt, SprtConfig, elo_from_score, expected_score
+
+
+def simulate(table, a, b, elo_diff, games, rng):
+    p = expected_score(elo_diff)
+    draw_rate = min(0.3, 2 * p, 2 * (1 - p))  # keeps the win rate among decisive games within [0, 1]
+    w = d = l = 0
+    for _ in range(games):
+        if rng.random() < draw_rate:
+            d += 1
+        elif rng.random() < (p - draw_rate / 2) / (1 - draw_rate):
+            w += 1
+        else:
+            l += 1
+    table.add_results(a, b, w, d, l)
+
+
+def test_fit_recovers_true_ratings_within_interval():
+    rng = random.Random(1)
+    true = {ANCHOR: 0.0, "ab2": 300.0, "ab4": 500.0, "ckpt-1": 400.0}
+    table = RatingsTable()
+    for name in true:
+        table.add_player(PlayerInfo(name, "checkpoint" if name.startswith("ckpt") else "yardstick"))
+    names = list(true)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            simulate(table, a, b, true[a] - true[b], 400, rng)
+    fit = table.fit()
+    assert fit[ANCHOR].elo == 0.0 and fit[ANCHOR].ci95 == 0.0
+    for name, elo in true.items():
+        if name == ANCHOR:
+            continue
+        assert abs(fit[name].elo - elo) < max(fit[name].ci95 * 1.5, 40), (name, fit[name], elo)
+        assert 5 < fit[name].ci95 < 100
+
+
+def test_perfect_scores_stay_finite_and_unconnected_players_are_marked():
+    table = RatingsTable()
+    for name in (ANCHOR, "ab6", "island"):
+        table.add_player(PlayerInfo(name, "yardstick"))
+    table.add_results("ab6", ANCHOR, 50, 0, 0)
+    fit = table.fit()
+    assert math.isfinite(fit["ab6"].elo) and fit["ab6"].elo > 400
+    assert math.isnan(fit["island"].elo) and math.isinf(fit["island"].ci95)
+
+
+def test_save_load_roundtrip_and_damage(tmp_path):
+    table = RatingsTable()
+    table.add_player(PlayerInfo(ANCHOR, "yardstick"))
+    table.add_player(PlayerInfo("c1", "checkpoint", step=100, path="c1.pt"))
+    table.add_results("c1", ANCHOR, 3, 2, 1)
+    path = tmp_path / "ratings.json"
+    table.save(path)
+    again = RatingsTable.load(path)
+    assert again.results == table.results and again.players["c1"].step == 100
+    assert "c1" in format_table(again)
+    assert plot(again, tmp_path / "r.png").stat().st_size > 1000
+    path.write_text('{"players": ')
+    with pytest.raises(ValueError, match="damaged"):
+        RatingsTable.load(path)
+
+
+def test_results_are_stored_symmetrically():
+    table = RatingsTable()
+    for n in ("a", "b"):
+        table.add_player(PlayerInfo(n, "yardstick"))
+    table.add_results("b", "a", 5, 1, 2)
+    assert table.results == {"a|b": [2, 1, 5]}
+    with pytest.raises(KeyError):
+        table.add_results("a", "zzz", 1, 0, 0)
+
+
+def run_sprt(pair_probs, seed, config=SprtConfig()):
+    rng = random.Random(seed)
+    test = PairSprt(config)
+    while test.decision() is None:
+        test.add_pair(rng.choices([0, 0.5, 1, 1.5, 2], pair_probs)[0])
+    return test.decision(), len(test.pair_scores)
+
+
+def test_sprt_promotes_clearly_stronger_and_rejects_equal():
+    stronger = [0.02, 0.08, 0.4, 0.3, 0.2]  # mean pair score 1.29 -> ~+100 Elo
+    equal = [0.05, 0.15, 0.6, 0.15, 0.05]
+    assert sum(run_sprt(stronger, s)[0] == "promote" for s in range(20)) >= 18
+    assert sum(run_sprt(equal, s)[0] == "reject" for s in range(20)) >= 17
+
+
+def test_sprt_all_draws_rejects_and_cap_decides():
+    test = PairSprt(SprtConfig(max_pairs=40))
+    for _ in range(9):
+        test.add_pair(1.0)
+    assert test.decision() is None  # too few pairs to decide
+    test.add_pair(1.0)
+    assert test.decision() == "reject"
+    capped = PairSprt(SprtConfig(max_pairs=4, elo1=400))
+    for p in (2, 2, 1.5, 2):
+        capped.add_pair(p)
+    assert capped.decision() == "promote"
+    with pytest.raises(ValueError):
+        capped.add_pair(3)
+
+
+def test_elo_score_inverse():
+    for elo in (-300, -50, 0, 50, 300):
+        assert abs(elo_from_score(expected_score(elo)) - elo) < 1e-6
