@@ -192,8 +192,7 @@ def plot(table: RatingsTable, out_png: Path) -> Path:
     ax.grid(alpha=0.3)
     if points:
         ax.legend(loc="lower right")
-    fig.tight_layout()
     out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=110)
+    fig.savefig(out_png, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out_png
