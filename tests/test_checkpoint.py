@@ -1,0 +1,108 @@
+"""Checkpoint files: round trip, atomic write, and a clear refusal for every kind of bad file."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from zero.checkpoint import CheckpointError, load_checkpoint, save_checkpoint, weights_sha256
+from zero.inference import Evaluator
+from zero.network import NetworkConfig, PolicyValueNet
+from zero.players import PlayerSpecError, make_player
+
+TINY = NetworkConfig(blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=16)
+
+
+@pytest.fixture
+def saved(tmp_path):
+    torch.manual_seed(0)
+    net = PolicyValueNet(TINY)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    net(torch.randn(4, TINY.input_planes, 8, 8)).policy_logits.sum().backward()
+    opt.step()
+    path = save_checkpoint(
+        tmp_path / "ck.pt", net=net, net_config=TINY, step=17, optimizer_state=opt.state_dict(),
+        parent="runs/a/step-10.pt", ratings={"elo": 12.5}, metrics={"top1": 0.5},
+        provenance={"data": "OCA_2.0.pdn"}, extra={"epoch": 2},
+    )
+    return net, opt, path
+
+
+def test_round_trip(saved):
+    net, opt, path = saved
+    ck = load_checkpoint(path)
+    assert ck.net_config == TINY and ck.step == 17 and ck.parent == "runs/a/step-10.pt"
+    assert ck.ratings == {"elo": 12.5} and ck.metrics == {"top1": 0.5}
+    assert ck.provenance == {"data": "OCA_2.0.pdn"} and ck.extra == {"epoch": 2}
+    rebuilt = ck.build_network()
+    assert not rebuilt.training
+    for k, v in net.state_dict().items():
+        assert torch.equal(rebuilt.state_dict()[k], v)
+    opt2 = torch.optim.AdamW(rebuilt.parameters(), lr=1e-3)
+    opt2.load_state_dict(ck.optimizer_state)
+    assert opt2.state_dict()["state"][0]["step"] == opt.state_dict()["state"][0]["step"]
+    assert weights_sha256(ck.state_dict) == weights_sha256(net.state_dict())
+    # No temporary file is left beside it.
+    assert [p.name for p in path.parent.iterdir()] == ["ck.pt"]
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(CheckpointError, match="no such checkpoint"):
+        load_checkpoint(tmp_path / "absent.pt")
+
+
+def test_not_a_checkpoint(tmp_path):
+    path = tmp_path / "x.pt"
+    path.write_bytes(b"hello world\n" * 10)
+    with pytest.raises(CheckpointError, match="not a checkers-zero checkpoint"):
+        load_checkpoint(path)
+
+
+def test_truncated(saved):
+    _, _, path = saved
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="truncated"):
+        load_checkpoint(path)
+
+
+@pytest.mark.parametrize("where", [0.3, 0.6, 0.95])
+def test_flipped_byte(saved, where):
+    _, _, path = saved
+    data = bytearray(path.read_bytes())
+    data[int(len(data) * where)] ^= 0x10
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_checkpoint(path)
+
+
+def test_other_format_version(saved):
+    _, _, path = saved
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"checkers-zero-checkpoint 1 ", b"checkers-zero-checkpoint 9 ", 1))
+    with pytest.raises(CheckpointError, match="format version 9"):
+        load_checkpoint(path)
+
+
+def test_weights_that_do_not_fit_the_config(tmp_path):
+    net = PolicyValueNet(TINY)
+    wrong = NetworkConfig(**{**TINY.to_dict(), "channels": 16})
+    path = save_checkpoint(tmp_path / "bad.pt", net=net, net_config=wrong, step=0)
+    with pytest.raises(CheckpointError, match="do not fit the network config.*shape"):
+        load_checkpoint(path)
+
+
+def test_expected_config_mismatch(saved):
+    _, _, path = saved
+    with pytest.raises(CheckpointError, match="blocks: expected 2, checkpoint has 1"):
+        load_checkpoint(path, expect_config=NetworkConfig(**{**TINY.to_dict(), "blocks": 2}))
+
+
+def test_evaluator_and_player_from_checkpoint(saved):
+    _, _, path = saved
+    ev = Evaluator.from_checkpoint(path, device="cpu")
+    assert ev.device.type == "cpu" and ev.config == TINY
+    player = make_player(f"policy:{path}")
+    assert player.name.startswith("policy")
+    with pytest.raises(PlayerSpecError, match="no such checkpoint"):
+        make_player(f"policy:{path.parent / 'nope.pt'}")

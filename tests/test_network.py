@@ -1,0 +1,71 @@
+"""The policy-value network: shapes, heads, presets, and the evaluator/raw-policy player built on it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from zero.encoding import NUM_ACTIONS, NUM_PLANES, encode, legal_actions
+from zero.bitboard import square_rc
+from zero.game import Game, Position
+from zero.inference import Evaluator, PolicyPlayer
+from zero.network import NetworkConfig, PolicyValueNet
+
+TINY = NetworkConfig(blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=16)
+
+
+def test_output_shapes():
+    torch.manual_seed(0)
+    net = PolicyValueNet(TINY).eval()
+    out = net(torch.randn(5, NUM_PLANES, 8, 8))
+    assert out.policy_logits.shape == (5, NUM_ACTIONS)
+    assert out.wdl_logits.shape == (5, 3)
+    assert out.moves_left.shape == (5,) and bool((out.moves_left >= 0).all())
+
+
+def test_moves_left_head_is_optional():
+    net = PolicyValueNet(NetworkConfig(**{**TINY.to_dict(), "moves_left_head": False})).eval()
+    assert net(torch.zeros(2, NUM_PLANES, 8, 8)).moves_left is None
+
+
+def test_presets_differ_in_size():
+    small, large = NetworkConfig.small(), NetworkConfig.large()
+    assert large.blocks > small.blocks and large.channels > small.channels
+    assert NetworkConfig.from_dict(small.to_dict()) == small
+    with pytest.raises(ValueError, match="unknown network setting"):
+        NetworkConfig.from_dict({**small.to_dict(), "heads": 3})
+
+
+def test_heads_read_exactly_the_playable_squares_in_bit_order():
+    net = PolicyValueNet(TINY)
+    rows, cols = divmod(net.squares.numpy(), 8)
+    assert [(int(r), int(c)) for r, c in zip(rows, cols)] == [square_rc(b + 1) for b in range(32)]
+
+
+def test_evaluator_returns_probabilities():
+    net = PolicyValueNet(TINY)
+    ev = Evaluator(net, device="cpu")
+    planes = np.stack([encode(Position.initial()), encode(Position.initial().mirrored())])
+    policy, wdl = ev.evaluate(planes)
+    assert policy.shape == (2, NUM_ACTIONS) and policy.dtype == np.float32
+    assert wdl.shape == (2, 3) and np.allclose(wdl.sum(axis=1), 1.0, atol=1e-5)
+    # The initial position and its mirror encode the same, so they evaluate the same.
+    assert np.allclose(policy[0], policy[1]) and np.allclose(wdl[0], wdl[1])
+    with pytest.raises(ValueError, match="shape"):
+        ev.evaluate(np.zeros((1, 3, 8, 8), dtype=np.float32))
+
+
+def test_policy_player_plays_the_argmax_legal_move():
+    torch.manual_seed(1)
+    net = PolicyValueNet(TINY)
+    player = PolicyPlayer(Evaluator(net, device="cpu"))
+    game = Game()
+    for _ in range(12):
+        move = player.choose(game)
+        assert move in game.legal_moves()
+        logits, _ = player.evaluator.evaluate(encode(game.position, game.no_progress[-1], game.repetitions())[None])
+        actions = legal_actions(game.position)
+        chosen = actions[game.legal_moves().index(move)]
+        assert logits[0, chosen] == logits[0, actions].max()
+        game.play(move)

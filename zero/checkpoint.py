@@ -1,0 +1,195 @@
+"""Checkpoint files: network config, weights, training state, lineage, ratings, metrics and data provenance.
+
+File layout: one header line, then a torch.save payload.
+
+    b"checkers-zero-checkpoint <format version> <payload bytes> <sha256 of payload>\\n" + payload
+
+The header lets a loader tell a truncated file (fewer payload bytes than announced) from a damaged one
+(sha256 mismatch) from a file of another kind or version, each with its own message, before unpickling
+anything. Inside, the weights carry their own sha256 (over the tensors in key order), so weights copied out of
+a checkpoint can be checked too. Files are written to a temporary name and renamed: a reader sees the old
+file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from zero.config import atomic_write_bytes, code_version
+from zero.network import NetworkConfig, PolicyValueNet
+
+FORMAT_NAME = b"checkers-zero-checkpoint"
+FORMAT_VERSION = 1
+MAX_HEADER = 256
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "oca-small.pt"
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be used; the message says which file and what is wrong with it."""
+
+
+@dataclass
+class Checkpoint:
+    net_config: NetworkConfig
+    state_dict: dict[str, torch.Tensor]
+    step: int = 0
+    optimizer_state: dict | None = None
+    parent: str | None = None  # the checkpoint this one was trained from
+    ratings: dict = field(default_factory=dict)  # e.g. {"elo": ..., "elo_error": ..., "vs": {...}}
+    metrics: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)  # data, split, command, code version
+    extra: dict = field(default_factory=dict)  # anything a trainer needs to resume (scheduler, RNG, ...)
+    path: Path | None = None
+    created: str = ""
+    code_version: str = ""
+
+    def build_network(self) -> PolicyValueNet:
+        """The network with these weights, in eval mode, on the CPU."""
+        net = PolicyValueNet(self.net_config)
+        net.load_state_dict(self.state_dict)
+        return net.eval()
+
+
+def weights_sha256(state_dict: dict[str, torch.Tensor]) -> str:
+    """sha256 over the tensors' names, dtypes, shapes and bytes in key order."""
+    h = hashlib.sha256()
+    for name in sorted(state_dict):
+        t = state_dict[name].detach().cpu().contiguous().reshape(-1)
+        h.update(f"{name}:{t.dtype}:{tuple(state_dict[name].shape)}\n".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def save_checkpoint(
+    path: str | Path,
+    *,
+    net: torch.nn.Module,
+    net_config: NetworkConfig,
+    step: int,
+    optimizer_state: dict | None = None,
+    parent: str | None = None,
+    ratings: dict | None = None,
+    metrics: dict | None = None,
+    provenance: dict | None = None,
+    extra: dict | None = None,
+) -> Path:
+    """Write a checkpoint atomically; returns its path. Values in the dicts must be plain data and tensors."""
+    # torch.compile wraps the module; the weights are the original module's.
+    module = getattr(net, "_orig_mod", net)
+    state_dict = {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+    payload_obj = {
+        "net_config": net_config.to_dict(),
+        "state_dict": state_dict,
+        "weights_sha256": weights_sha256(state_dict),
+        "step": int(step),
+        "optimizer_state": optimizer_state,
+        "parent": parent,
+        "ratings": ratings or {},
+        "metrics": metrics or {},
+        "provenance": provenance or {},
+        "extra": extra or {},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "code_version": code_version(),
+    }
+    buf = io.BytesIO()
+    torch.save(payload_obj, buf)
+    payload = buf.getvalue()
+    header = b"%s %d %d %s\n" % (FORMAT_NAME, FORMAT_VERSION, len(payload), hashlib.sha256(payload).hexdigest().encode())
+    path = Path(path)
+    atomic_write_bytes(path, header + payload)
+    return path
+
+
+def load_checkpoint(
+    path: str | Path = DEFAULT_CHECKPOINT,
+    map_location: str | torch.device = "cpu",
+    expect_config: NetworkConfig | None = None,
+) -> Checkpoint:
+    """Read and validate a checkpoint. Raises CheckpointError saying what is wrong: missing file, not a
+    checkpoint, other format version, truncated, corrupt bytes, or weights that do not fit the stored
+    config (or expect_config, when given)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such checkpoint file") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot read checkpoint: {exc}") from exc
+
+    newline = data.find(b"\n", 0, MAX_HEADER)
+    fields = data[:newline].split(b" ") if newline > 0 else []
+    if len(fields) != 4 or fields[0] != FORMAT_NAME:
+        raise CheckpointError(f"{path}: not a checkers-zero checkpoint (no valid header line)")
+    try:
+        version, size, digest = int(fields[1]), int(fields[2]), fields[3].decode()
+    except (ValueError, UnicodeDecodeError):
+        raise CheckpointError(f"{path}: damaged checkpoint header {data[:newline]!r}") from None
+    if version != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: checkpoint format version {version}; this code reads version {FORMAT_VERSION}")
+    payload = data[newline + 1:]
+    if len(payload) < size:
+        raise CheckpointError(f"{path}: truncated checkpoint: {len(payload)} of {size} payload bytes present")
+    if len(payload) > size:
+        raise CheckpointError(f"{path}: {len(payload) - size} unexpected bytes after the checkpoint payload")
+    if hashlib.sha256(payload).hexdigest() != digest:
+        raise CheckpointError(f"{path}: corrupt checkpoint: sha256 of the contents does not match the header")
+    try:
+        obj = torch.load(io.BytesIO(payload), map_location=map_location, weights_only=True)
+    except Exception as exc:  # the bytes hash correctly, so this is a file written by other code
+        raise CheckpointError(f"{path}: checkpoint payload cannot be read: {exc}") from exc
+
+    try:
+        cfg = NetworkConfig.from_dict(obj["net_config"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path}: bad network config in checkpoint: {exc}") from exc
+    state_dict = obj["state_dict"]
+    if weights_sha256(state_dict) != obj.get("weights_sha256"):
+        raise CheckpointError(f"{path}: corrupt checkpoint: weights do not match their stored sha256")
+    if expect_config is not None and expect_config != cfg:
+        diff = {k: (v, getattr(cfg, k)) for k, v in expect_config.to_dict().items() if getattr(cfg, k) != v}
+        raise CheckpointError(
+            f"{path}: network config differs from the expected one: "
+            + ", ".join(f"{k}: expected {a}, checkpoint has {b}" for k, (a, b) in diff.items())
+        )
+    _check_weights_fit(path, cfg, state_dict)
+    return Checkpoint(
+        net_config=cfg,
+        state_dict=state_dict,
+        step=int(obj.get("step", 0)),
+        optimizer_state=obj.get("optimizer_state"),
+        parent=obj.get("parent"),
+        ratings=obj.get("ratings") or {},
+        metrics=obj.get("metrics") or {},
+        provenance=obj.get("provenance") or {},
+        extra=obj.get("extra") or {},
+        path=path,
+        created=obj.get("created", ""),
+        code_version=obj.get("code_version", ""),
+    )
+
+
+def _check_weights_fit(path: Path, cfg: NetworkConfig, state_dict: dict[str, torch.Tensor]) -> None:
+    """The stored weights must be exactly those of a network built from the stored config."""
+    expected = {k: tuple(v.shape) for k, v in PolicyValueNet(cfg).state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in state_dict.items()}
+    problems = []
+    missing = sorted(set(expected) - set(found))
+    unexpected = sorted(set(found) - set(expected))
+    if missing:
+        problems.append(f"missing weights {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+    if unexpected:
+        problems.append(f"unexpected weights {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}")
+    for k in sorted(set(expected) & set(found)):
+        if expected[k] != found[k]:
+            problems.append(f"{k} has shape {found[k]}, the config needs {expected[k]}")
+    if problems:
+        raise CheckpointError(
+            f"{path}: weights do not fit the network config {cfg}: " + "; ".join(problems[:6])
+        )

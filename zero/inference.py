@@ -1,0 +1,99 @@
+"""Running the network on positions: a batched evaluator (numpy in, numpy out) and the raw-policy player.
+
+The Evaluator picks CUDA when torch sees a GPU and then runs under bf16 autocast (the outputs are returned
+as float32); on the CPU it runs in float32. Gradients are never tracked (torch.inference_mode).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from zero.encoding import NUM_PLANES, encode_game, move_action
+from zero.game import Game, Move
+from zero.network import PolicyValueNet
+from zero.players import PLAYER_FACTORIES, Player, PlayerSpecError
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Evaluator:
+    """Evaluates batches of encoded positions with one network on one device."""
+
+    def __init__(self, net: PolicyValueNet, device: str | torch.device | None = None) -> None:
+        self.device = torch.device(device) if device is not None else default_device()
+        self.net = net.to(self.device).eval()
+        self.config = net.config
+        self._autocast = self.device.type == "cuda"
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path = DEFAULT_CHECKPOINT, device: str | torch.device | None = None) -> "Evaluator":
+        """Evaluator over a checkpoint's network (raises zero.checkpoint.CheckpointError for a bad file)."""
+        return cls(load_checkpoint(path).build_network(), device)
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """planes float32 [N, NUM_PLANES, 8, 8] -> (policy logits float32 [N, 1024] unmasked,
+        win/draw/loss probabilities float32 [N, 3] for the side to move)."""
+        if planes.ndim != 4 or planes.shape[1:] != (NUM_PLANES, 8, 8):
+            raise ValueError(f"expected planes of shape [N, {NUM_PLANES}, 8, 8], got {planes.shape}")
+        with torch.inference_mode():
+            x = torch.from_numpy(np.ascontiguousarray(planes, dtype=np.float32)).to(self.device, non_blocking=True)
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self._autocast):
+                out = self.net(x)
+            policy = out.policy_logits.float().cpu().numpy()
+            wdl = torch.softmax(out.wdl_logits.float(), dim=1).cpu().numpy()
+        return policy, wdl
+
+
+class PolicyPlayer:
+    """Plays the legal move with the highest policy logit, without search.
+
+    Two legal moves that share a from-to action share its logit; the tie between them is broken at random
+    (seeded through reset), as the network cannot prefer one route over the other.
+    """
+
+    def __init__(self, evaluator: Evaluator, name: str = "policy", seed: int = 0) -> None:
+        self.evaluator = evaluator
+        self.name = name
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+        self.last_wdl: np.ndarray | None = None  # the value head's view of the last position it moved in
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path = DEFAULT_CHECKPOINT, seed: int = 0) -> "PolicyPlayer":
+        return cls(Evaluator.from_checkpoint(path, device="cpu"), name=f"policy:{path}", seed=seed)
+
+    def reset(self, seed: int) -> None:
+        self._rng = np.random.default_rng([self.seed, seed])
+
+    def choose(self, game: Game) -> Move:
+        legal = game.legal_moves()
+        if not legal:
+            raise ValueError(f"no legal move in {game.position}")
+        if len(legal) == 1:
+            return legal[0]
+        logits, wdl = self.evaluator.evaluate(encode_game(game)[None])
+        self.last_wdl = wdl[0]
+        btm = game.position.black_to_move
+        scores = np.array([logits[0, move_action(m, btm)] for m in legal])
+        best = np.flatnonzero(scores == scores.max())
+        return legal[int(best[0] if len(best) == 1 else self._rng.choice(best))]
+
+
+def _policy_factory(args: str, seed: int) -> Player:
+    """'policy' (the shipped checkpoint) or 'policy:PATH'. Runs on the CPU: one position per call is too
+    small a batch to gain from a GPU."""
+    from zero.checkpoint import CheckpointError
+
+    try:
+        return PolicyPlayer.from_checkpoint(args or DEFAULT_CHECKPOINT, seed=seed)
+    except CheckpointError as exc:
+        raise PlayerSpecError(str(exc)) from exc
+
+
+PLAYER_FACTORIES["policy"] = _policy_factory
