@@ -1,0 +1,74 @@
+"""Self-play game records from random legal play, for testing and measuring the replay store.
+
+The games obey the rules (each move is legal, draws and losses as `zero.game.Game` decides them, PDN text that
+the PDN reader replays); the search fields (visit shares, root values, full-search flags) are random but have
+the shapes and invariants real actors produce. The same seed always gives the same record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from selfplay.records import POLICY_SLOTS, GameRecord, PositionRows
+from zero.encoding import move_action
+from zero.game import Game, Termination
+from zero.pdn import write_game
+
+
+def random_game_record(seed: int, *, max_plies: int = 160, checkpoint: str = "random",
+                       model_version: int = 0) -> GameRecord:
+    """One game of uniformly random legal moves; sometimes resigned, sometimes with a would-be resignation."""
+    rng = np.random.default_rng(seed)
+    game = Game()
+    resign_ply = int(rng.integers(8, max_plies)) if rng.random() < 0.1 else -1
+    columns: dict[str, list] = {name: [] for name in (
+        "black", "white", "kings", "black_to_move", "no_progress", "repetitions", "ply",
+        "full_search", "forced", "root_value")}
+    actions_rows, visits_rows = [], []
+    while game.outcome is None:
+        if game.ply == resign_ply:
+            game.finish(-1 if game.position.black_to_move else 1, Termination.RESIGNATION)
+            break
+        if game.ply == max_plies:
+            game.finish(0, Termination.MAX_LENGTH)
+            break
+        position = game.position
+        legal = game.legal_moves()
+        actions = sorted({move_action(m, position.black_to_move) for m in legal})
+        shares = rng.dirichlet(np.ones(len(actions)))
+        row_actions = np.full(POLICY_SLOTS, -1, np.int16)
+        row_visits = np.zeros(POLICY_SLOTS, np.float32)
+        row_actions[:len(actions)] = actions
+        row_visits[:len(actions)] = shares
+        actions_rows.append(row_actions)
+        visits_rows.append(row_visits)
+        forced = len(legal) == 1
+        for name, value in (("black", position.black), ("white", position.white), ("kings", position.kings),
+                            ("black_to_move", position.black_to_move), ("no_progress", game.no_progress[-1]),
+                            ("repetitions", game.repetitions()), ("ply", game.ply),
+                            ("full_search", not forced and rng.random() < 0.75), ("forced", forced),
+                            ("root_value", rng.uniform(-1, 1))):
+            columns[name].append(value)
+        game.play(legal[int(rng.integers(len(legal)))])
+    n = game.ply
+    rows = PositionRows(
+        black=np.array(columns["black"], np.uint32), white=np.array(columns["white"], np.uint32),
+        kings=np.array(columns["kings"], np.uint32), black_to_move=np.array(columns["black_to_move"], bool),
+        no_progress=np.array(columns["no_progress"], np.int16),
+        repetitions=np.array(columns["repetitions"], np.int8), ply=np.array(columns["ply"], np.int16),
+        policy_actions=np.array(actions_rows, np.int16).reshape(n, POLICY_SLOTS),
+        policy_visits=np.array(visits_rows, np.float32).reshape(n, POLICY_SLOTS),
+        full_search=np.array(columns["full_search"], bool), forced=np.array(columns["forced"], bool),
+        root_value=np.array(columns["root_value"], np.float32),
+    )
+    would_resign_side, would_resign_ply = 0, -1
+    if game.outcome.termination != Termination.RESIGNATION and n > 4 and rng.random() < 0.3:
+        would_resign_ply = int(rng.integers(2, n))
+        would_resign_side = 1 if would_resign_ply % 2 == 0 else -1  # the side to move at that ply
+    outcome = game.outcome
+    pdn = write_game(game.moves, outcome.pdn_result, tags={
+        "Event": "checkers-zero self-play (random)", "Round": str(seed),
+        "Black": checkpoint, "White": checkpoint, "Termination": outcome.termination.value})
+    return GameRecord(positions=rows, winner=outcome.winner, termination=outcome.termination.value, length=n,
+                      opening="start", pdn=pdn, seed=seed, checkpoint=checkpoint, model_version=model_version,
+                      would_resign_side=would_resign_side, would_resign_ply=would_resign_ply)

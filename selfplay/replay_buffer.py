@@ -1,0 +1,636 @@
+"""The self-play replay store: actors append finished games, the trainer samples recent positions.
+
+Layout (zarr v3, inside the run directory)::
+
+    RUN/replay.zarr/                    root group, attributes: schema, policy_slots
+        actors/<actor_id>/              one group per actor; only that actor's writer touches it
+            attributes["commit"]        {"games": G, "positions": P, "time": t}: the commit record
+            positions/<column>          one row per position (POSITION_SCHEMA), chunked by `chunk_rows`
+            games/<column>              one row per game (GAME_SCHEMA), chunked by `chunk_games`
+    RUN/replay-locks/actor-<id>.lock    flock held by the live writer (outside the zarr hierarchy)
+
+Commit protocol. Rows 0 .. P-1 and games 0 .. G-1 of an actor are committed; everything past them is
+scratch that readers never look at. A writer (1) writes the new rows and games past the committed counts,
+growing the arrays in whole chunks first, then (2) rewrites the actor group's attributes with the larger
+counts. Step 2 is the commit: a game is visible exactly when its counts are in the commit record.
+
+Why a SIGKILL at any moment cannot damage committed data:
+  * every store write replaces one whole object (a chunk, or a `zarr.json`). zarr's LocalStore (>= 3.1.3,
+    checked below) writes a new file under a temporary name and renames it over the old one, so an object is
+    the old bytes or the new bytes, never a mix; object stores (S3, GCS) give the same guarantee per PUT.
+  * a chunk that holds committed rows is only ever rewritten with those rows unchanged (the writer keeps the
+    committed part of the last, partly filled chunk in memory and writes whole chunks), so either version of
+    it holds the committed rows intact.
+  * growing an array only rewrites its `zarr.json` with a larger shape; committed rows lie below it.
+  * the commit record is one `zarr.json` replaced atomically, written last.
+A killed writer leaves at most scratch rows past the commit and `*.partial` temporary files; a restarted
+writer for the same actor reads its commit record, deletes its own leftovers and overwrites the scratch.
+(Rename without fsync survives the death of the process, which is the failure this guards against; a power
+cut may lose the last commits, but the store stays readable.)
+
+Readers only ever read below the committed counts, so they may read while actors write: a chunk being
+replaced is read as its old or new version, both of which agree on the committed rows.
+
+Order across actors ("newest"). Each game carries the wall-clock time of its commit. The reader orders all
+committed games by (commit time, actor, game index) and the newest `window` positions are the positions of
+the newest games in that order (the oldest game in the window contributes its last positions). With actors
+on several machines this relies on their clocks agreeing to well within the time a window takes to fill.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import math
+import os
+import time
+from collections.abc import Iterator
+import dataclasses
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.core.sync import sync as _run  # runs a coroutine on zarr's own event loop
+
+from selfplay.records import POLICY_SLOTS, GameRecord, PositionRows
+
+STORE_NAME = "replay.zarr"
+LOCK_DIR = "replay-locks"
+SCHEMA = "checkers-zero replay v1"
+ACTOR_BITS = 40  # game_id = actor_id << ACTOR_BITS | index of the game within the actor
+MAX_ACTOR_ID = (1 << (63 - ACTOR_BITS)) - 1
+
+STRING = np.dtypes.StringDType()
+
+# name -> (dtype, shape of one row). The PositionRows fields, then the fields derived from the game.
+POSITION_SCHEMA: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
+    "black": (np.dtype(np.uint32), ()),
+    "white": (np.dtype(np.uint32), ()),
+    "kings": (np.dtype(np.uint32), ()),
+    "black_to_move": (np.dtype(bool), ()),
+    "no_progress": (np.dtype(np.int16), ()),
+    "repetitions": (np.dtype(np.int8), ()),
+    "ply": (np.dtype(np.int16), ()),
+    "policy_actions": (np.dtype(np.int16), (POLICY_SLOTS,)),
+    "policy_visits": (np.dtype(np.float32), (POLICY_SLOTS,)),
+    "full_search": (np.dtype(bool), ()),
+    "forced": (np.dtype(bool), ()),
+    "root_value": (np.dtype(np.float32), ()),
+    "result": (np.dtype(np.int8), ()),  # +1 the side to move went on to win, -1 lost, 0 draw
+    "game_id": (np.dtype(np.int64), ()),
+    "actor_id": (np.dtype(np.int32), ()),
+    "model_version": (np.dtype(np.int64), ()),
+    "seed": (np.dtype(np.int64), ()),
+}
+ROW_FIELDS = tuple(f.name for f in fields(PositionRows))
+
+GAME_SCHEMA: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
+    "game_id": (np.dtype(np.int64), ()),
+    "winner": (np.dtype(np.int8), ()),
+    "length": (np.dtype(np.int32), ()),
+    "termination": (STRING, ()),
+    "opening": (STRING, ()),
+    "pdn": (STRING, ()),
+    "seed": (np.dtype(np.int64), ()),
+    "checkpoint": (STRING, ()),
+    "model_version": (np.dtype(np.int64), ()),
+    "would_resign_side": (np.dtype(np.int8), ()),
+    "would_resign_ply": (np.dtype(np.int32), ()),
+    "first_row": (np.dtype(np.int64), ()),  # index of the game's first position in the actor's rows
+    "commit_time": (np.dtype(np.float64), ()),  # time.time() of the commit that made the game visible
+}
+
+DEFAULT_CHUNK_ROWS = 4096
+DEFAULT_CHUNK_GAMES = 256
+
+
+class ReplayError(ValueError):
+    """A record the store refuses, a store that cannot be opened, or a second writer for one actor."""
+
+
+def store_path(run_dir: str | os.PathLike) -> Path:
+    return Path(run_dir) / STORE_NAME
+
+
+def game_id_of(actor_id: int, index: int) -> int:
+    return (int(actor_id) << ACTOR_BITS) | int(index)
+
+
+def split_game_id(game_id: int) -> tuple[int, int]:
+    """(actor_id, index of the game within that actor)."""
+    return int(game_id) >> ACTOR_BITS, int(game_id) & ((1 << ACTOR_BITS) - 1)
+
+
+def _require_atomic_local_writes() -> None:
+    # LocalStore replaced files in place before zarr 3.1.3 (zarr-python PR #3412); a process killed while
+    # rewriting a chunk could then leave committed rows half written. The protocol above needs whole-object
+    # replacement, so refuse the older versions rather than corrupt a run.
+    parts = zarr.__version__.split(".")
+    try:
+        version = tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts[:3])
+    except ValueError:
+        return
+    if version < (3, 1, 3):
+        raise ReplayError(f"the replay store needs zarr >= 3.1.3 (atomic LocalStore writes); found {zarr.__version__}")
+
+
+async def _gather(coroutines: list) -> list:
+    return await asyncio.gather(*coroutines)
+
+
+def _read_rows(arrays: dict[str, zarr.Array], lo: int, hi: int) -> dict[str, np.ndarray]:
+    """Rows lo .. hi-1 of every array, read concurrently."""
+    names = list(arrays)
+    values = _run(_gather([arrays[n].async_array.getitem(slice(lo, hi)) for n in names]))
+    return {n: np.asarray(v) for n, v in zip(names, values)}
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return max(multiple, math.ceil(n / multiple) * multiple)
+
+
+def _fill_value(dtype: np.dtype, row_shape: tuple[int, ...]):
+    if dtype == STRING:
+        return ""
+    if dtype.kind == "i" and row_shape:
+        return -1  # an empty policy slot
+    return False if dtype.kind == "b" else 0
+
+
+def _empty_column(dtype: np.dtype, row_shape: tuple[int, ...], n: int) -> np.ndarray:
+    return np.full((n, *row_shape), _fill_value(dtype, row_shape), dtype=dtype)
+
+
+class _ChunkedColumns:
+    """Arrays of one actor that grow together, always written as whole chunks.
+
+    `tail` holds, per column, the committed rows of the last partly filled chunk (rows `tail_start` ..
+    committed - 1). Writing new rows writes tail + new rows padded to whole chunks: no chunk is read back,
+    and a chunk holding committed rows is replaced by one holding the same committed rows.
+    """
+
+    def __init__(self, group: zarr.Group, schema: dict, chunk: int, committed: int):
+        self.schema = schema
+        existing = {name: group[name] for name in schema if name in group}
+        # Columns missing after a crash during creation get the chunking of the ones already there.
+        self.chunk = next(iter(existing.values())).chunks[0] if existing else chunk
+        self.arrays: dict[str, zarr.Array] = {}
+        for name, (dtype, row_shape) in schema.items():
+            array = existing.get(name)
+            if array is None:
+                array = group.create_array(
+                    name, shape=(0, *row_shape), chunks=(self.chunk, *row_shape),
+                    dtype=str if dtype == STRING else dtype, fill_value=_fill_value(dtype, row_shape),
+                )
+            elif array.shape[1:] != row_shape or np.dtype(array.dtype) != dtype or array.chunks[0] != self.chunk:
+                raise ReplayError(f"{group.path}/{name}: stored as {array.dtype}{array.shape[1:]} in chunks of "
+                                  f"{array.chunks[0]}, expected {dtype}{row_shape} in chunks of {self.chunk}")
+            self.arrays[name] = array
+        self.tail_start = committed // self.chunk * self.chunk
+        self.tail = {name: np.asarray(a[self.tail_start:committed]) if committed > self.tail_start
+                     else _empty_column(*schema[name], 0) for name, a in self.arrays.items()}
+
+    def grow(self, end: int) -> list:
+        """Coroutines growing (in whole chunks) the arrays shorter than `end` rows."""
+        return [array.async_array.resize((_round_up(end, self.chunk), *array.shape[1:]))
+                for array in self.arrays.values() if array.shape[0] < end]
+
+    def write(self, committed: int, new: dict[str, np.ndarray]) -> list:
+        """Coroutines writing `new` rows at index `committed` (after `grow`; nothing is committed by this)."""
+        writes = []
+        for name, array in self.arrays.items():
+            dtype, row_shape = self.schema[name]
+            data = np.concatenate([self.tail[name], np.asarray(new[name], dtype=dtype)])
+            padded_len = _round_up(len(data), self.chunk)
+            if padded_len > len(data):
+                data = np.concatenate([data, _empty_column(dtype, row_shape, padded_len - len(data))])
+            writes.append(array.async_array.setitem(slice(self.tail_start, self.tail_start + padded_len), data))
+        return writes
+
+    def advance(self, committed: int, new: dict[str, np.ndarray]) -> None:
+        """After the commit of `new` at `committed`: keep the committed part of the last chunk in memory."""
+        end = committed + len(next(iter(new.values())))
+        start = end // self.chunk * self.chunk
+        for name in self.arrays:
+            data = np.concatenate([self.tail[name], np.asarray(new[name], dtype=self.schema[name][0])])
+            self.tail[name] = data[start - self.tail_start:end - self.tail_start].copy()
+        self.tail_start = start
+
+
+def _open_root(path: Path) -> zarr.Group:
+    root = zarr.open_group(path, mode="a", zarr_format=3)
+    if "schema" not in root.attrs:
+        # Several actors may create the store at once: each writes the same attributes, so any order is fine.
+        root.attrs.update({"schema": SCHEMA, "policy_slots": POLICY_SLOTS})
+    _check_schema(root, path)
+    return root
+
+
+def _check_schema(root: zarr.Group, path: Path) -> None:
+    if root.attrs.get("schema") != SCHEMA or root.attrs.get("policy_slots") != POLICY_SLOTS:
+        raise ReplayError(f"{path}: not a replay store of this version (schema {root.attrs.get('schema')!r}, "
+                          f"policy_slots {root.attrs.get('policy_slots')!r}; expected {SCHEMA!r}, {POLICY_SLOTS})")
+
+
+def _record_columns(record: GameRecord, actor_id: int, game_id: int) -> dict[str, np.ndarray]:
+    """The position rows of one game as store columns (validated: refuses what cannot be stored faithfully)."""
+    rows = record.positions
+    n = len(rows)
+    if n != record.length:
+        raise ReplayError(f"game record has {n} position rows but length {record.length} (one row per ply)")
+    for name in ROW_FIELDS:
+        column = np.asarray(getattr(rows, name))
+        if len(column) != n:
+            raise ReplayError(f"PositionRows.{name} has {len(column)} rows, PositionRows.ply has {n}")
+    actions = np.asarray(rows.policy_actions)
+    visits = np.asarray(rows.policy_visits)
+    if actions.ndim != 2 or actions.shape != visits.shape:
+        raise ReplayError(f"policy_actions {actions.shape} and policy_visits {visits.shape} must be [n, slots]")
+    used = (actions >= 0).sum(axis=1)
+    if n and used.max() > POLICY_SLOTS:
+        worst = int(np.argmax(used))
+        raise ReplayError(f"position at ply {int(np.asarray(rows.ply)[worst])} has {int(used[worst])} policy "
+                          f"actions, more than POLICY_SLOTS = {POLICY_SLOTS}; the store does not truncate")
+    width = actions.shape[1]
+    if width > POLICY_SLOTS:
+        # Compact each row's used slots to the front so that dropping the padding loses nothing.
+        order = np.argsort(actions < 0, axis=1, kind="stable")[:, :POLICY_SLOTS]
+        actions = np.take_along_axis(actions, order, axis=1)
+        visits = np.take_along_axis(visits, order, axis=1)
+    elif width < POLICY_SLOTS:
+        actions = np.concatenate([actions, np.full((n, POLICY_SLOTS - width), -1, actions.dtype)], axis=1)
+        visits = np.concatenate([visits, np.zeros((n, POLICY_SLOTS - width), visits.dtype)], axis=1)
+    columns = {name: np.asarray(getattr(rows, name)) for name in ROW_FIELDS}
+    columns["policy_actions"] = actions
+    columns["policy_visits"] = np.where(actions >= 0, visits, 0)
+    columns["result"] = record.results_for_side_to_move()
+    columns["game_id"] = np.full(n, game_id, np.int64)
+    columns["actor_id"] = np.full(n, actor_id, np.int32)
+    columns["model_version"] = np.full(n, record.model_version, np.int64)
+    columns["seed"] = np.full(n, record.seed, np.int64)
+    return columns
+
+
+def _termination_text(termination) -> str:
+    return str(getattr(termination, "value", termination))  # a zero.game.Termination or its value
+
+
+class ReplayWriter:
+    """Appends one actor's finished games to the run's replay store (one writer per actor id at a time).
+
+    `append_game` gives the game its id and queues it; the queue is committed (written, then made visible)
+    once it holds `commit_positions` positions or its oldest game has waited `commit_seconds` (checked on
+    each append), and on `flush()` / `close()`. A commit costs a few milliseconds per column whatever its
+    size, so batching several games is what makes appends cheap; a killed actor loses only the queue.
+    `committed_games` / `committed_positions` say what readers can see. commit_positions=1 commits every
+    game as it arrives.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, actor_id: int, *, commit_positions: int = 1024,
+                 commit_seconds: float = 10.0, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                 chunk_games: int = DEFAULT_CHUNK_GAMES):
+        _require_atomic_local_writes()
+        if not 0 <= int(actor_id) <= MAX_ACTOR_ID:
+            raise ReplayError(f"actor_id must be in 0..{MAX_ACTOR_ID}, got {actor_id}")
+        if commit_positions < 1 or commit_seconds < 0:
+            raise ReplayError(f"need commit_positions >= 1 and commit_seconds >= 0, "
+                              f"got {commit_positions}, {commit_seconds}")
+        self.actor_id = int(actor_id)
+        self.commit_positions = commit_positions
+        self.commit_seconds = commit_seconds
+        self.path = store_path(run_dir)
+        self._lock = self._take_lock(Path(run_dir))
+        try:
+            root = _open_root(self.path)
+            self._group = root.require_group("actors").require_group(str(self.actor_id))
+            commit = self._group.attrs.get("commit", {"games": 0, "positions": 0, "time": 0.0})
+            self.committed_games = int(commit["games"])
+            self.committed_positions = int(commit["positions"])
+            self._remove_leftovers()
+            self._rows = _ChunkedColumns(self._group.require_group("positions"), POSITION_SCHEMA,
+                                         chunk_rows, self.committed_positions)
+            self._games = _ChunkedColumns(self._group.require_group("games"), GAME_SCHEMA,
+                                          chunk_games, self.committed_games)
+        except BaseException:
+            self._release_lock()
+            raise
+        self._pending: list[tuple[GameRecord, dict[str, np.ndarray]]] = []
+        self._pending_positions = 0
+        self._pending_since = 0.0
+
+    def _take_lock(self, run_dir: Path):
+        lock_dir = run_dir / LOCK_DIR
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(lock_dir / f"actor-{self.actor_id}.lock", "a+")
+        try:
+            # The kernel drops the lock when the holder dies (SIGKILL included): a restart never waits on it.
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise ReplayError(f"another process is writing replay actor {self.actor_id} in {run_dir}") from None
+        return handle
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def _remove_leftovers(self) -> None:
+        # Temporary files of writes this actor's previous process did not finish (nobody else writes here).
+        for leftover in (self.path / "actors" / str(self.actor_id)).rglob("*.partial"):
+            leftover.unlink(missing_ok=True)
+
+    @property
+    def pending_games(self) -> int:
+        return len(self._pending)
+
+    def append_game(self, record: GameRecord) -> int:
+        """Queue a finished game (committing the queue when it is due); returns its store-wide game id."""
+        if self._lock is None:
+            raise ReplayError("the writer is closed")
+        game_id = game_id_of(self.actor_id, self.committed_games + len(self._pending))
+        columns = _record_columns(record, self.actor_id, game_id)  # refuses a bad record now, not at commit
+        if not self._pending:
+            self._pending_since = time.monotonic()
+        self._pending.append((record, columns))
+        self._pending_positions += len(record.positions)
+        if (self._pending_positions >= self.commit_positions
+                or time.monotonic() - self._pending_since >= self.commit_seconds):
+            self.flush()
+        return game_id
+
+    def flush(self) -> None:
+        """Write and commit every queued game."""
+        if not self._pending:
+            return
+        records = [record for record, _ in self._pending]
+        first_game = self.committed_games
+        positions = {name: np.concatenate([columns[name] for _, columns in self._pending])
+                     for name in POSITION_SCHEMA}
+        lengths = np.array([len(r.positions) for r in records], np.int64)
+        commit_time = time.time()
+        games = {
+            "game_id": np.array([game_id_of(self.actor_id, first_game + k) for k in range(len(records))]),
+            "winner": np.array([r.winner for r in records]),
+            "length": lengths,
+            "termination": np.array([_termination_text(r.termination) for r in records], STRING),
+            "opening": np.array([r.opening for r in records], STRING),
+            "pdn": np.array([r.pdn for r in records], STRING),
+            "seed": np.array([r.seed for r in records]),
+            "checkpoint": np.array([r.checkpoint for r in records], STRING),
+            "model_version": np.array([r.model_version for r in records]),
+            "would_resign_side": np.array([r.would_resign_side for r in records]),
+            "would_resign_ply": np.array([r.would_resign_ply for r in records]),
+            "first_row": self.committed_positions + np.concatenate([[0], np.cumsum(lengths)[:-1]]),
+            "commit_time": np.full(len(records), commit_time),
+        }
+        new_games = self.committed_games + len(records)
+        new_positions = self.committed_positions + int(lengths.sum())
+        # All columns at once: each write mostly waits on its own object, so they overlap (a lot, on an
+        # object store).
+        _run(_gather(self._rows.grow(new_positions) + self._games.grow(new_games)))
+        _run(_gather(self._rows.write(self.committed_positions, positions)
+                     + self._games.write(self.committed_games, games)))
+        # The commit: one atomic replacement of the actor group's zarr.json (see the module doc).
+        self._group.attrs.update({"commit": {"games": new_games, "positions": new_positions, "time": commit_time}})
+        self._rows.advance(self.committed_positions, positions)
+        self._games.advance(self.committed_games, games)
+        self.committed_games, self.committed_positions = new_games, new_positions
+        self._pending = []
+        self._pending_positions = 0
+
+    def close(self) -> None:
+        """Commit what is queued and let another process write this actor."""
+        if self._lock is None:
+            return
+        try:
+            self.flush()
+        finally:
+            self._release_lock()
+
+    def __enter__(self) -> "ReplayWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class StoredGame:
+    """One committed game as stored: the GameRecord fields, where it lives, and (if asked for) its rows."""
+
+    game_id: int
+    actor_id: int
+    index: int  # game number within the actor
+    first_row: int
+    commit_time: float
+    winner: int
+    termination: str
+    length: int
+    opening: str
+    pdn: str
+    seed: int
+    checkpoint: str
+    model_version: int
+    would_resign_side: int
+    would_resign_ply: int
+    positions: dict[str, np.ndarray] | None = None  # POSITION_SCHEMA columns of its rows
+
+    def to_record(self) -> GameRecord:
+        """The GameRecord this game was written from (needs the game read with positions=True)."""
+        if self.positions is None:
+            raise ReplayError("game was read without its positions (iter_games(positions=True))")
+        rows = PositionRows(**{name: self.positions[name] for name in ROW_FIELDS})
+        return GameRecord(positions=rows, winner=self.winner, termination=self.termination, length=self.length,
+                          opening=self.opening, pdn=self.pdn, seed=self.seed, checkpoint=self.checkpoint,
+                          model_version=self.model_version, would_resign_side=self.would_resign_side,
+                          would_resign_ply=self.would_resign_ply)
+
+
+class _RowCache:
+    """In-memory copy of one actor's committed rows lo .. hi-1, grown at the end and trimmed at the front."""
+
+    def __init__(self):
+        self.lo = 0
+        self.n = 0
+        self.columns: dict[str, np.ndarray] = {}
+
+    @property
+    def hi(self) -> int:
+        return self.lo + self.n
+
+    def cover(self, arrays: dict[str, zarr.Array], lo: int, hi: int) -> None:
+        """Hold at least rows lo .. hi-1 (reading only the rows not held yet, when it can)."""
+        if self.n == 0 or lo < self.lo or lo > self.hi:
+            self.columns = _read_rows(arrays, lo, hi)
+            self.lo, self.n = lo, hi - lo
+            return
+        if hi > self.hi:
+            self._append(_read_rows(arrays, self.hi, hi), hi - self.hi)
+        if lo - self.lo > self.n // 2:  # drop rows that left the window once they are half of what is held
+            keep = slice(lo - self.lo, self.n)
+            self.columns = {name: c[keep].copy() for name, c in self.columns.items()}
+            self.n -= lo - self.lo
+            self.lo = lo
+
+    def _append(self, new: dict[str, np.ndarray], count: int) -> None:
+        capacity = len(next(iter(self.columns.values())))
+        if self.n + count > capacity:
+            size = max(self.n + count, 2 * capacity)
+            grown = {}
+            for name, c in self.columns.items():
+                g = np.empty((size, *c.shape[1:]), c.dtype)
+                g[:self.n] = c[:self.n]
+                grown[name] = g
+            self.columns = grown
+        for name, c in self.columns.items():
+            c[self.n:self.n + count] = new[name]
+        self.n += count
+
+    def gather(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        index = rows - self.lo
+        return {name: c[index] for name, c in self.columns.items()}
+
+
+@dataclass
+class _ActorState:
+    actor_id: int
+    games: int = 0
+    positions: int = 0
+    position_arrays: dict[str, zarr.Array] | None = None
+    game_arrays: dict[str, zarr.Array] | None = None
+    first_row: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    length: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    commit_time: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    cache: _RowCache = dataclasses.field(default_factory=lambda: _RowCache())
+
+
+def _open_arrays(base: Path, schema: dict, held: dict[str, zarr.Array] | None, rows: int) -> dict[str, zarr.Array]:
+    # An array handle keeps the shape it was opened with: reopen once the committed rows pass it.
+    if held is not None and all(a.shape[0] >= rows for a in held.values()):
+        return held
+    return {name: zarr.open_array(base / name, mode="r") for name in schema}
+
+
+class ReplayReader:
+    """Reads a run's replay store while actors append to it; sees committed games only.
+
+    Call `refresh()` to pick up games committed since the last refresh (and new actors). Counts, samples and
+    games reflect the store as of the last refresh.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike):
+        self.path = store_path(run_dir)
+        self._actors: dict[int, _ActorState] = {}
+        self._order: tuple[np.ndarray, ...] | None = None  # see _newest_first
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-read every actor's commit record; take in the games committed since the last refresh."""
+        if not (self.path / "zarr.json").exists():
+            return  # no actor has written yet
+        root = zarr.open_group(self.path, mode="r")
+        _check_schema(root, self.path)
+        if "actors" not in root:
+            return
+        for name in root["actors"].group_keys():
+            state = self._actors.setdefault(int(name), _ActorState(int(name)))
+            base = self.path / "actors" / name
+            commit = zarr.open_group(base, mode="r").attrs.get("commit")
+            if commit is None or int(commit["games"]) == state.games:
+                continue
+            games, positions = int(commit["games"]), int(commit["positions"])
+            state.game_arrays = _open_arrays(base / "games", GAME_SCHEMA, state.game_arrays, games)
+            state.position_arrays = _open_arrays(base / "positions", POSITION_SCHEMA, state.position_arrays,
+                                                 positions)
+            new = _read_rows({c: state.game_arrays[c] for c in ("first_row", "length", "commit_time")},
+                             state.games, games)
+            state.first_row = np.concatenate([state.first_row, new["first_row"]])
+            state.length = np.concatenate([state.length, new["length"].astype(np.int64)])
+            state.commit_time = np.concatenate([state.commit_time, new["commit_time"]])
+            state.games, state.positions = games, positions
+            self._order = None
+
+    def actor_ids(self) -> list[int]:
+        return sorted(a for a, s in self._actors.items() if s.games)
+
+    def total_games(self) -> int:
+        return sum(s.games for s in self._actors.values())
+
+    def total_positions(self) -> int:
+        return sum(s.positions for s in self._actors.values())
+
+    def positions_committed(self) -> int:
+        """All positions ever committed (never decreases: actors only append): for pacing training steps."""
+        return self.total_positions()
+
+    def _newest_first(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """All committed games, newest first: actor id, first row, length, and positions in the newest 1..k."""
+        if self._order is None:
+            states = [s for s in self._actors.values() if s.games]
+            actor = np.concatenate([np.full(s.games, s.actor_id, np.int64) for s in states] or [np.zeros(0, int)])
+            index = np.concatenate([np.arange(s.games) for s in states] or [np.zeros(0, int)])
+            first = np.concatenate([s.first_row for s in states] or [np.zeros(0, int)])
+            length = np.concatenate([s.length for s in states] or [np.zeros(0, int)])
+            ctime = np.concatenate([s.commit_time for s in states] or [np.zeros(0)])
+            # Newest first by (commit time, actor, game index), one total order every reader agrees on.
+            order = np.lexsort((index, actor, ctime))[::-1]
+            self._order = (actor[order], first[order], length[order], np.cumsum(length[order]))
+        return self._order
+
+    def sample(self, batch_size: int, window: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """`batch_size` positions drawn uniformly (with replacement) from the newest `window` committed
+        positions across all actors (all of them when fewer are committed): POSITION_SCHEMA columns."""
+        if window < 1 or batch_size < 1:
+            raise ReplayError(f"batch_size and window must be >= 1 (got {batch_size}, {window})")
+        actor, first, length, cum = self._newest_first()
+        if not len(cum) or cum[-1] == 0:
+            raise ReplayError(f"no committed positions in {self.path} to sample from")
+        window = min(window, int(cum[-1]))
+        games_in = int(np.searchsorted(cum, window)) + 1  # the newest games holding the window
+        actor, first, length, cum = actor[:games_in], first[:games_in], length[:games_in], cum[:games_in]
+        # Offset u counts positions back from the newest; game g holds offsets cum[g-1] .. cum[g]-1, newest
+        # position (its last row) first, so the oldest game in the window contributes its last positions.
+        u = rng.integers(0, window, size=batch_size)
+        g = np.searchsorted(cum, u, side="right")
+        before = np.where(g > 0, cum[np.maximum(g - 1, 0)], 0)
+        rows = first[g] + length[g] - 1 - (u - before)
+        out = {name: np.empty((batch_size, *shape), dtype) for name, (dtype, shape) in POSITION_SCHEMA.items()}
+        sampled_actor = actor[g]
+        for a in np.unique(sampled_actor):
+            state = self._actors[int(a)]
+            # Hold the actor's whole share of the window (not just this batch's rows) so the cache is stable.
+            state.cache.cover(state.position_arrays, int(first[actor == a].min()), state.positions)
+            pick = sampled_actor == a
+            for name, column in state.cache.gather(rows[pick]).items():
+                out[name][pick] = column
+        return out
+
+    def iter_games(self, positions: bool = False, block: int = 1024) -> Iterator[StoredGame]:
+        """Every committed game, actor by actor in game order; with their position rows if asked."""
+        for actor_id in self.actor_ids():
+            state = self._actors[actor_id]
+            for start in range(0, state.games, block):
+                stop = min(start + block, state.games)
+                cols = _read_rows(state.game_arrays, start, stop)
+                rows = None
+                if positions:
+                    lo = int(cols["first_row"][0])
+                    hi = int(cols["first_row"][-1] + cols["length"][-1])
+                    rows = _read_rows(state.position_arrays, lo, hi)
+                for k in range(stop - start):
+                    game_rows = None
+                    if rows is not None:
+                        r0 = int(cols["first_row"][k]) - lo
+                        game_rows = {c: v[r0:r0 + int(cols["length"][k])] for c, v in rows.items()}
+                    yield StoredGame(
+                        game_id=int(cols["game_id"][k]), actor_id=actor_id, index=start + k,
+                        first_row=int(cols["first_row"][k]), commit_time=float(cols["commit_time"][k]),
+                        winner=int(cols["winner"][k]), termination=str(cols["termination"][k]),
+                        length=int(cols["length"][k]), opening=str(cols["opening"][k]), pdn=str(cols["pdn"][k]),
+                        seed=int(cols["seed"][k]), checkpoint=str(cols["checkpoint"][k]),
+                        model_version=int(cols["model_version"][k]),
+                        would_resign_side=int(cols["would_resign_side"][k]),
+                        would_resign_ply=int(cols["would_resign_ply"][k]), positions=game_rows,
+                    )
