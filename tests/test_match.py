@@ -1,0 +1,220 @@
+"""Match runner, ballots and the score/Elo statistics."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from zero.data import data_file
+from zero.game import Game, Position, RulesConfig, Termination
+from zero.match import (
+    BallotError, IllegalMoveError, MatchResult, Opening, elo_from_score, load_openings, match_schedule,
+    play_game, play_match, score_statistics,
+)
+from zero.match import add_arguments, run
+from zero.players import AlphaBetaPlayer, RandomPlayer
+
+OPENINGS = [Opening("9-13 21-17 5-9", ("9-13", "21-17", "5-9")), Opening("11-15 23-19 8-11", ("11-15", "23-19", "8-11"))]
+
+
+# ---------------------------------------------------------------------------------------------- statistics
+
+def test_elo_from_score_known_values():
+    assert elo_from_score(0.5) == 0.0
+    assert elo_from_score(0.75) == pytest.approx(190.85, abs=0.01)  # 400 log10(3)
+    assert elo_from_score(0.25) == pytest.approx(-elo_from_score(0.75))
+    assert elo_from_score(1.0) == math.inf
+    assert elo_from_score(0.0) == -math.inf
+    with pytest.raises(ValueError):
+        elo_from_score(1.5)
+
+
+def test_even_match_is_zero_elo_with_a_symmetric_interval():
+    # Pairs scoring 2, 0, 1, 1: mean 1 per pair, score 0.5.
+    s = score_statistics([(2, 2), (0, 2), (1, 2), (1, 2)])
+    assert s.score == 0.5 and s.elo == 0.0
+    low, high = s.elo_ci95
+    assert low < 0 < high and low == pytest.approx(-high)
+    # Pair points 2, 0, 1, 1 have sample variance 2/3; the score is their mean over 2 games.
+    assert s.stderr == pytest.approx(math.sqrt(2 / 3 / 4) / 2)
+
+
+def test_all_draws_give_zero_with_a_collapsed_interval():
+    s = score_statistics([(1.0, 2)] * 10)
+    assert s.score == 0.5 and s.elo == 0.0 and s.stderr == 0.0
+    assert s.elo_ci95 == (0.0, 0.0)
+
+
+def test_all_wins_give_infinite_elo():
+    s = score_statistics([(2.0, 2)] * 10)
+    assert s.score == 1.0 and s.elo == math.inf and s.elo_ci95 == (math.inf, math.inf)
+    s = score_statistics([(0.0, 2)] * 10)
+    assert s.elo == -math.inf
+
+
+def test_interval_narrows_with_more_pairs_and_is_clipped():
+    few = score_statistics([(2, 2), (1, 2), (1.5, 2), (1, 2)])
+    many = score_statistics([(2, 2), (1, 2), (1.5, 2), (1, 2)] * 25)
+    assert few.score == many.score
+    assert many.elo_ci95[1] - many.elo_ci95[0] < few.elo_ci95[1] - few.elo_ci95[0]
+    lopsided = score_statistics([(2, 2), (2, 2), (0, 2)])
+    assert 0.0 <= lopsided.score_ci95[0] <= lopsided.score_ci95[1] <= 1.0
+
+
+def test_single_games_and_pairs_mix():
+    s = score_statistics([(2, 2), (1, 1), (0.5, 2)])
+    assert s.score == pytest.approx(3.5 / 5) and s.games == 5 and s.units == 3
+
+
+def test_one_unit_says_nothing_about_the_spread():
+    s = score_statistics([(1.5, 2)])
+    assert s.score == 0.75 and s.score_ci95 == (0.0, 1.0)
+
+
+# --------------------------------------------------------------------------------------------------- ballots
+
+def test_text_ballot(tmp_path):
+    path = tmp_path / "b.txt"
+    path.write_text("# deck\n9-13 21-17 5-9\n\n11-15 23-19 8-11  # a comment\n")
+    openings = load_openings(path)
+    assert [o.moves for o in openings] == [OPENINGS[0].moves, OPENINGS[1].moves]
+
+
+def test_ballot_errors_are_clear(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("9-13 21-17\n9-14 9-13\n")
+    with pytest.raises(BallotError, match=r"bad.txt:2"):
+        load_openings(bad)
+    with pytest.raises(BallotError, match="cannot read"):
+        load_openings(tmp_path / "missing.txt")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    with pytest.raises(BallotError, match="no openings"):
+        load_openings(empty)
+
+
+def test_tsv_ballot_checks_fen_and_skips_barred(tmp_path):
+    after = Position.initial()
+    for text in ("9-13", "21-17", "5-9"):
+        after = after.play(next(m for m in after.legal_moves() if str(m) == text))
+    path = tmp_path / "b.tsv"
+    path.write_text("acf_no\tmoves\tdeck\tfen_after\n"
+                    f"1\t9-13 21-17 5-9\tcrossboard\t{after}\n"
+                    f"3\t9-13 21-17 10-14\tbarred\t\n")
+    assert [o.name for o in load_openings(path)] == ["9-13 21-17 5-9"]
+    path.write_text("no\tmoves\tfen\n1\t9-13 21-17 6-9\t" + str(after) + "\n")
+    with pytest.raises(BallotError, match="does not reach"):
+        load_openings(path)
+
+
+def test_tsv_ballot_with_removed_pieces(tmp_path):
+    path = tmp_path / "eleven.tsv"
+    path.write_text("no\tremove_black\tremove_white\tmoves\tstatus\tfen\n"
+                    "1\t11\t28\t8-11 24-19\tstandard\tB:W19,21,22,23,25,26,27,29,30,31,32:B1,2,3,4,5,6,7,9,10,11,12\n")
+    (opening,) = load_openings(path)
+    assert opening.start.piece_count() == 22
+
+
+@pytest.mark.parametrize("name, count", [("acf_3move_144.txt", 144), ("acf_3move_all174.tsv", 144 + 12),
+                                         ("english_11man_pydraughts.tsv", None)])
+def test_shared_ballots_load(name, count):
+    path = data_file(f"openings/{name}")
+    if path is None:
+        pytest.skip(f"openings/{name} not found")
+    openings = load_openings(path)
+    assert count is None or len(openings) == count
+
+
+# ----------------------------------------------------------------------------------------------------- games
+
+def test_play_game_is_a_pure_function_of_its_seed():
+    one = play_game(RandomPlayer(1), RandomPlayer(2), OPENINGS[0], seed=7)
+    two = play_game(RandomPlayer(1), RandomPlayer(2), OPENINGS[0], seed=7)
+    other = play_game(RandomPlayer(1), RandomPlayer(2), OPENINGS[0], seed=8)
+    assert one.moves == two.moves and one.outcome == two.outcome
+    assert one.moves != other.moves
+    assert [str(m) for m in one.moves[:3]] == ["9-13", "21-17", "5-9"]
+    # The record replays under the rules to the same outcome.
+    game = Game(moves=list(one.moves))
+    assert game.outcome == one.outcome or one.truncated
+
+
+def test_length_cap_is_a_flagged_draw():
+    record = play_game(RandomPlayer(1), RandomPlayer(2), OPENINGS[0], max_plies=10)
+    assert len(record.moves) == 10 and record.truncated and record.result == "1/2-1/2"
+    assert record.outcome.termination == Termination.MAX_LENGTH
+
+
+def test_draw_rules_apply_in_matches():
+    # Two kings each, nothing to win: tight rules end it by repetition or no progress, not the cap.
+    start = Position(black=(1 << 0) | (1 << 1), white=(1 << 30) | (1 << 31), kings=(1 << 0) | (1 << 1) | (1 << 30) | (1 << 31))
+    record = play_game(AlphaBetaPlayer(2), AlphaBetaPlayer(2), Opening("kings", (), start),
+                       rules=RulesConfig(repetitions_for_draw=3, no_progress_plies=20), max_plies=1000)
+    assert record.outcome.termination in (Termination.REPETITION, Termination.NO_PROGRESS)
+
+
+def test_illegal_move_is_reported():
+    class Cheater:
+        name = "cheater"
+
+        def choose(self, game):
+            return Position.initial().legal_moves()[0] if game.ply else game.legal_moves()[0]
+
+    with pytest.raises(IllegalMoveError, match="cheater"):
+        play_game(Cheater(), Cheater(), Opening("none", ()))
+
+
+# --------------------------------------------------------------------------------------------------- matches
+
+def test_schedule_plays_each_opening_with_both_colours():
+    assert match_schedule(OPENINGS) == [(0, True), (0, False), (1, True), (1, False)]
+    assert match_schedule(OPENINGS, games=3) == [(0, True), (0, False), (1, True)]
+
+
+def test_mini_match_counts_from_a_view():
+    result = play_match(AlphaBetaPlayer(2, seed=1), RandomPlayer(2), OPENINGS, seed=3)
+    assert isinstance(result, MatchResult)
+    assert len(result.games) == 4 and result.wins + result.draws + result.losses == 4
+    assert result.score == pytest.approx((result.wins + result.draws / 2) / 4)
+    assert sum(result.pentanomial()) == 2
+    for record, a_black in zip(result.games, result.a_is_black):
+        assert (record.black if a_black else record.white) == "alphabeta:2"
+    assert "alphabeta:2 vs random" in result.summary()
+
+
+def test_match_command_writes_pdn_that_reads_back(tmp_path, capsys):
+    import argparse
+
+    pdn = pytest.importorskip("zero.pdn")
+    ballot = tmp_path / "ballot.txt"
+    ballot.write_text("\n".join(" ".join(o.moves) for o in OPENINGS) + "\n")
+    out = tmp_path / "m.pdn"
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["ab2", "random", "--openings", str(ballot), "--out", str(out), "--games", "3",
+                              "--seed", "5"])
+    assert run(args) == 0
+    printed = capsys.readouterr().out
+    assert "Elo difference" in printed and "3 games" in printed
+    games = list(pdn.read_pdn(out))
+    assert len(games) == 3 and all(isinstance(g, pdn.PdnGame) for g in games)
+    first = games[0]
+    assert first.tags["Black"] == "alphabeta:2" and first.tags["White"] == "random"
+    assert first.tags["Opening"] == "9-13 21-17 5-9"
+    assert [str(m) for m in first.moves[:3]] == ["9-13", "21-17", "5-9"]
+    assert first.result == first.tags["Result"]
+    replayed = Game(moves=first.moves)
+    assert replayed.outcome is not None and replayed.outcome.pdn_result == first.result
+
+
+def test_match_command_rejects_bad_input(tmp_path, capsys):
+    import argparse
+
+    ballot = tmp_path / "ballot.txt"
+    ballot.write_text("9-13 21-17\n")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert run(parser.parse_args(["ab2", "nobody", "--openings", str(ballot)])) == 2
+    assert "unknown player" in capsys.readouterr().err
+    assert run(parser.parse_args(["ab2", "random", "--openings", str(tmp_path / "none.txt")])) == 2

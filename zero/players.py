@@ -1,0 +1,263 @@
+"""Players: anything that, given a game, picks one of its legal moves.
+
+The yardsticks live here: a uniformly random player and a fixed-depth alpha-beta over material. Other
+modules add their own players (a raw policy player, an MCTS player) by registering a factory in
+PLAYER_FACTORIES, so that `make_player("name:args")` and the `match` command know them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Protocol, runtime_checkable
+
+import numpy as np
+from numba import njit
+
+from zero.bitboard import popcount
+from zero.game import Game, Move
+from zero.movegen import (
+    BUFFER_ROWS, F_CAPTURED, F_FROM, F_TO, MOVE_FIELDS, can_capture, count_moves, generate, make,
+)
+
+
+@runtime_checkable
+class Player(Protocol):
+    """Position in, move out.
+
+    `choose` gets the whole game (position, history, legal moves) and must return one of
+    `game.legal_moves()`. A player may also define `reset(seed: int) -> None`: the match runner calls it at
+    the start of every game with that game's seed, and a player with randomness reseeds from it, so a game
+    is a pure function of its inputs and seed (games can then be played in any order or in parallel).
+    """
+
+    name: str
+
+    def choose(self, game: Game) -> Move: ...
+
+
+class PlayerSpecError(ValueError):
+    """A player spec that names no known player or has bad arguments."""
+
+
+def _rng(seed: int, game_seed: int | None) -> np.random.Generator:
+    return np.random.default_rng(seed if game_seed is None else [seed, game_seed])
+
+
+class RandomPlayer:
+    """Plays a uniformly random legal move."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.name = "random"
+        self.seed = seed
+        self._rng = _rng(seed, None)
+
+    def reset(self, seed: int) -> None:
+        self._rng = _rng(self.seed, seed)
+
+    def choose(self, game: Game) -> Move:
+        legal = game.legal_moves()
+        return legal[int(self._rng.integers(len(legal)))]
+
+
+# Material evaluation, in points from the side to move's view.
+MAN_VALUE = 100
+KING_VALUE = 140
+# A side with no legal move has lost; the loss scores -(WIN_SCORE - plies from the root), so of two wins
+# the search prefers the nearer one and of two losses the farther one.
+WIN_SCORE = 1_000_000
+_INFINITY = 2 * WIN_SCORE
+# At the nominal depth the search goes on while the side to move has a capture (captures are compulsory,
+# so a leaf in mid-exchange would be scored wrongly); every such ply removes a piece, which bounds it.
+MAX_CAPTURE_EXTENSION = 24
+
+# Columns of the search's per-ply stack.
+S_BLACK, S_WHITE, S_KINGS, S_ALPHA, S_BETA, S_BEST, S_BEST_ROW, S_COUNT, S_INDEX, S_DEPTH = range(10)
+S_KILLER_FROM, S_KILLER_TO = 10, 11
+STACK_FIELDS = 12
+
+
+@njit(cache=True, inline="always")
+def material(black, white, kings, black_to_move):
+    """Material balance for the side to move: men MAN_VALUE, kings KING_VALUE."""
+    own = black if black_to_move else white
+    opp = white if black_to_move else black
+    return (MAN_VALUE * popcount(own & ~kings) + KING_VALUE * popcount(own & kings)
+            - MAN_VALUE * popcount(opp & ~kings) - KING_VALUE * popcount(opp & kings))
+
+
+@njit(cache=True, inline="always")
+def _killer_first(moves, n, killer_from, killer_to):
+    """Move the killer (a move that refuted a sibling node) to the front if it is legal here.
+
+    Only the fields the search reads are swapped; the path columns of the two rows are left as they were.
+    """
+    for k in range(1, n):
+        if moves[k, F_FROM] == killer_from and moves[k, F_TO] == killer_to:
+            for f in (F_FROM, F_TO, F_CAPTURED):
+                moves[0, f], moves[k, f] = moves[k, f], moves[0, f]
+            return
+
+
+@njit(cache=True)
+def alphabeta_search(black, white, kings, black_to_move, depth, root_order, moves, stack):
+    """Negamax alpha-beta to `depth` plies plus capture extension over the material evaluation.
+
+    root_order lists the root moves (rows of generate()'s output) in the order to search them: among equally
+    good root moves the first one searched is kept, so a shuffled order breaks ties at random. moves is a
+    (plies, BUFFER_ROWS, MOVE_FIELDS) buffer and stack a (plies, STACK_FIELDS) array, plies >= depth +
+    MAX_CAPTURE_EXTENSION + 1; both are the caller's, so the search allocates nothing. Draw rules
+    (repetition, no progress) are not seen inside the tree.
+
+    Iterative with an explicit stack, as numba's self-recursion costs more than the work per node.
+    Returns (score for the side to move, row of the best root move or -1 without moves, nodes visited).
+    """
+    n = generate(black, white, kings, black_to_move, True, moves[0])
+    if n == 0:
+        return -WIN_SCORE, -1, 1
+    for p in range(stack.shape[0]):
+        stack[p, S_KILLER_FROM] = -1
+        stack[p, S_KILLER_TO] = -1
+    stack[0, S_BLACK] = black
+    stack[0, S_WHITE] = white
+    stack[0, S_KINGS] = kings
+    stack[0, S_ALPHA] = -_INFINITY
+    stack[0, S_BETA] = _INFINITY
+    stack[0, S_BEST] = -_INFINITY
+    stack[0, S_BEST_ROW] = -1
+    stack[0, S_COUNT] = n
+    stack[0, S_INDEX] = 0
+    stack[0, S_DEPTH] = depth
+    nodes = 1
+    ply = 0
+    btm = black_to_move
+    while True:
+        index = stack[ply, S_INDEX]
+        if index < stack[ply, S_COUNT]:
+            stack[ply, S_INDEX] = index + 1
+            row = root_order[index] if ply == 0 else index
+            b, w, kg = make(stack[ply, S_BLACK], stack[ply, S_WHITE], stack[ply, S_KINGS], btm,
+                            moves[ply, row, F_FROM], moves[ply, row, F_TO], moves[ply, row, F_CAPTURED])
+            child = ply + 1
+            child_btm = not btm
+            child_depth = stack[ply, S_DEPTH] - 1
+            nodes += 1
+            if child_depth <= 0 and not can_capture(b, w, kg, child_btm):
+                if count_moves(b, w, kg, child_btm, True, moves[child]) == 0:
+                    score = WIN_SCORE - child
+                else:
+                    score = -material(b, w, kg, child_btm)
+            else:
+                child_n = generate(b, w, kg, child_btm, True, moves[child])
+                if child_n == 0:
+                    score = WIN_SCORE - child
+                else:
+                    _killer_first(moves[child], child_n, stack[child, S_KILLER_FROM], stack[child, S_KILLER_TO])
+                    stack[child, S_BLACK] = b
+                    stack[child, S_WHITE] = w
+                    stack[child, S_KINGS] = kg
+                    stack[child, S_ALPHA] = -stack[ply, S_BETA]
+                    stack[child, S_BETA] = -stack[ply, S_ALPHA]
+                    stack[child, S_BEST] = -_INFINITY
+                    stack[child, S_BEST_ROW] = -1
+                    stack[child, S_COUNT] = child_n
+                    stack[child, S_INDEX] = 0
+                    stack[child, S_DEPTH] = child_depth
+                    ply = child
+                    btm = child_btm
+                    continue
+        else:
+            if ply == 0:
+                break
+            score = -stack[ply, S_BEST]
+            ply -= 1
+            btm = not btm
+            index = stack[ply, S_INDEX] - 1
+            row = root_order[index] if ply == 0 else index
+        if score > stack[ply, S_BEST]:
+            stack[ply, S_BEST] = score
+            stack[ply, S_BEST_ROW] = row
+            if score > stack[ply, S_ALPHA]:
+                stack[ply, S_ALPHA] = score
+                if score >= stack[ply, S_BETA]:
+                    stack[ply, S_INDEX] = stack[ply, S_COUNT]
+                    stack[ply, S_KILLER_FROM] = moves[ply, row, F_FROM]
+                    stack[ply, S_KILLER_TO] = moves[ply, row, F_TO]
+    return stack[0, S_BEST], stack[0, S_BEST_ROW], nodes
+
+
+class AlphaBetaPlayer:
+    """Fixed-depth negamax alpha-beta over material (see alphabeta_search), ties broken at random (seeded)."""
+
+    def __init__(self, depth: int, seed: int = 0) -> None:
+        if depth < 1:
+            raise PlayerSpecError(f"alpha-beta depth must be at least 1, got {depth}")
+        self.name = f"alphabeta:{depth}"
+        self.depth = depth
+        self.seed = seed
+        self._rng = _rng(seed, None)
+        plies = depth + MAX_CAPTURE_EXTENSION + 1
+        self._moves = np.zeros((plies, BUFFER_ROWS, MOVE_FIELDS), dtype=np.int64)
+        self._stack = np.zeros((plies, STACK_FIELDS), dtype=np.int64)
+        self.last_score: int | None = None  # of the last searched move, for the side that moved
+        self.last_nodes = 0
+
+    def reset(self, seed: int) -> None:
+        self._rng = _rng(self.seed, seed)
+
+    def search(self, game: Game) -> tuple[Move, int, int]:
+        """(best move, its score for the side to move, nodes visited)."""
+        legal = game.legal_moves()
+        if not legal:
+            raise ValueError(f"no legal move in {game.position}")
+        pos = game.position
+        order = self._rng.permutation(len(legal)).astype(np.int64)
+        score, row, nodes = alphabeta_search(
+            pos.black, pos.white, pos.kings, pos.black_to_move, self.depth, order, self._moves, self._stack
+        )
+        return legal[row], int(score), int(nodes)
+
+    def choose(self, game: Game) -> Move:
+        legal = game.legal_moves()
+        if len(legal) == 1:
+            return legal[0]
+        move, self.last_score, self.last_nodes = self.search(game)
+        return move
+
+
+PlayerFactory = Callable[[str, int], Player]
+"""Builds a player from the text after 'name:' in its spec ('' when there is none) and a seed."""
+
+
+def _random_factory(args: str, seed: int) -> Player:
+    if args:
+        raise PlayerSpecError(f"'random' takes no arguments, got {args!r}")
+    return RandomPlayer(seed)
+
+
+def _alphabeta_factory(args: str, seed: int) -> Player:
+    if not args.isdigit():
+        raise PlayerSpecError(f"alpha-beta needs a depth in plies, e.g. alphabeta:6 or ab6, got {args!r}")
+    return AlphaBetaPlayer(int(args), seed=seed)
+
+
+# name -> factory; other modules add theirs (e.g. "policy", "mcts") with PLAYER_FACTORIES[name] = factory.
+PLAYER_FACTORIES: dict[str, PlayerFactory] = {
+    "random": _random_factory,
+    "alphabeta": _alphabeta_factory,
+}
+
+_AB_SHORTHAND = re.compile(r"ab(\d+)")
+
+
+def make_player(spec: str, seed: int = 0) -> Player:
+    """A player from its spec: 'random', 'alphabeta:6' (or 'ab6'), or 'name:args' of a registered factory."""
+    spec = spec.strip()
+    shorthand = _AB_SHORTHAND.fullmatch(spec)
+    if shorthand:
+        spec = f"alphabeta:{shorthand.group(1)}"
+    name, _, args = spec.partition(":")
+    factory = PLAYER_FACTORIES.get(name)
+    if factory is None:
+        known = ", ".join(sorted(PLAYER_FACTORIES))
+        raise PlayerSpecError(f"unknown player {spec!r}; known players: {known} (and abN for alphabeta:N)")
+    return factory(args, seed)
