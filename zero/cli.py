@@ -13,7 +13,7 @@ import sys
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "perft": ("zero.perft", "count move-tree leaves (rules check and speed)"),
-    "match": ("zero.match", "play a ballot match between two players"),
+    "pdn": ("zero.pdn_cli", "read and check PDN files"),
 }
 
 
