@@ -14,6 +14,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "perft": ("zero.perft", "count move-tree leaves (rules check and speed)"),
     "pdn": ("zero.pdn_cli", "read and check PDN files"),
+    "match": ("zero.match", "play a ballot match between two players"),
 }
 
 
