@@ -1,0 +1,124 @@
+"""The numba move generator reproduces the perft series in ../shared/data/perft.txt (both counting rules)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from zero.cli import main
+from zero.data import data_file
+from zero.game import Position
+from zero.notation import INITIAL_FEN, fen_to_position
+from zero.perft import perft
+from zero.reference import reference_perft
+
+# Deeper counts take seconds each on a shared 2-core box; benchmarks/perft_bench.py runs them.
+MAX_TESTED_NODES = 20_000_000
+
+
+Counts = dict[int, tuple[int, int]]  # depth -> (paths counted, duplicates removed)
+
+
+def _read_perft_table(path: Path) -> tuple[Counts, dict[str, tuple[str, Counts]]]:
+    """The start-position series and the extra positions by name (with their FEN)."""
+    start: Counts = {}
+    extra: dict[str, tuple[str, Counts]] = {}
+    for line in path.read_text().splitlines():
+        if m := re.fullmatch(r"(\d+)\s+(\d+)\s+(\d+|-)\s*", line):
+            if m.group(3) != "-":
+                start[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
+        elif m := re.fullmatch(r"(P\d+)\s+(\S+)\s*\|(.*)", line):
+            counts = {}
+            for depth, a, b in re.findall(r"(\d+):(\d+)(?:/(\d+))?", m.group(3)):
+                counts[int(depth)] = (int(a), int(b or a))
+            extra[m.group(1)] = (m.group(2), counts)
+    return start, extra
+
+
+def _table():
+    path = data_file("perft.txt")
+    if path is None:
+        pytest.skip("perft.txt not found (set CHECKERS_ZERO_DATA)")
+    return _read_perft_table(path)
+
+
+def test_table_parses_as_expected():
+    start, extra = _table()
+    assert set(range(1, 14)) <= set(start)
+    assert start[12] == (388623673, 388617999)
+    assert sorted(extra) == ["P1", "P2", "P3", "P4", "P5"]
+    assert extra["P1"][1][1] == (2, 1)
+
+
+@pytest.mark.parametrize("depth", range(1, 10))
+@pytest.mark.parametrize("count_paths", [False, True], ids=["dedup", "paths"])
+def test_start_position(depth, count_paths):
+    start, _ = _table()
+    expected = start[depth][0 if count_paths else 1]
+    assert perft(Position.initial(), depth, count_paths) == expected
+
+
+def test_start_position_without_bulk_counting():
+    start, _ = _table()
+    assert perft(Position.initial(), 7, bulk=False) == start[7][1]
+
+
+@pytest.mark.parametrize("name", ["P1", "P2", "P3", "P4", "P5"])
+@pytest.mark.parametrize("count_paths", [False, True], ids=["dedup", "paths"])
+def test_extra_positions(name, count_paths):
+    _, extra = _table()
+    fen, counts = extra[name]
+    pos = fen_to_position(fen)
+    checked = 0
+    for depth, pair in sorted(counts.items()):
+        expected = pair[0 if count_paths else 1]
+        if expected > MAX_TESTED_NODES:
+            continue
+        assert perft(pos, depth, count_paths) == expected, f"{name} depth {depth}"
+        checked += 1
+    assert checked >= 9
+
+
+def test_extra_positions_without_bulk_counting():
+    _, extra = _table()
+    fen, counts = extra["P2"]
+    assert perft(fen_to_position(fen), 8, count_paths=True, bulk=False) == counts[8][0]
+
+
+@pytest.mark.parametrize(
+    "fen, depth",
+    [
+        (INITIAL_FEN, 5),
+        ("B:W6,7,14,15,24,28:BK2,4", 6),
+        ("B:W6,7,14,15,20,27,28,32:BK2,4,K29", 5),
+        ("W:WK19,K23:B12,K28", 6),
+        ("W:WK3,18,19,21,22,23,24,27:B1,6,7,9,10,12,14,20,K31", 4),
+    ],
+)
+@pytest.mark.parametrize("count_paths", [False, True], ids=["dedup", "paths"])
+def test_reference_agrees_with_numba_perft(fen, depth, count_paths):
+    pos = fen_to_position(fen)
+    expected = reference_perft(pos.black, pos.white, pos.kings, pos.black_to_move, depth, count_paths)
+    assert perft(pos, depth, count_paths) == expected
+
+
+def test_cli_divide(capsys):
+    assert main(["perft", "--depth", "4", "--divide"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    rows = dict(line.split() for line in lines[:-1])
+    assert set(rows) == {"9-13", "9-14", "10-14", "10-15", "11-15", "11-16", "12-16"}
+    start = Position.initial()
+    for move in start.legal_moves():
+        assert int(rows[str(move)]) == perft(start.play(move), 3)
+    assert sum(int(n) for n in rows.values()) == 1469
+    assert lines[-1].startswith("perft(4) = 1469 ")
+
+
+def test_cli_count_paths_on_a_king_loop(capsys):
+    fen = "B:W6,7,14,15,24,28:BK2,4"
+    assert main(["perft", "--depth", "3", "--fen", fen, "--count-paths"]) == 0
+    assert capsys.readouterr().out.startswith("perft(3) = 12 ")
+    assert main(["perft", "--depth", "3", "--fen", fen]) == 0
+    assert capsys.readouterr().out.startswith("perft(3) = 6 ")
