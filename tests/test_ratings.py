@@ -4,7 +4,8 @@ import random
 import pytest
 
 from train.ratings import ANCHOR, PlayerInfo, RatingsTable, format_table, plot
-from train.sprt import PairSprt, SprtConfig, elo_from_score, expected_score
+from train.sprt import PairSprt, SprtConfig, expected_score
+from zero.match import elo_from_score
 
 
 def simulate(table, a, b, elo_diff, games, rng):

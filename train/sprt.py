@@ -20,17 +20,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from zero.match import elo_from_score
+
 # Variance floor: an all-draw sample has zero variance; a floor keeps the LLR finite (and strongly negative).
 _MIN_VARIANCE = 1e-4
 
 
 def expected_score(elo: float) -> float:
     return 1.0 / (1.0 + 10.0 ** (-elo / 400.0))
-
-
-def elo_from_score(score: float) -> float:
-    score = min(max(score, 1e-6), 1 - 1e-6)
-    return -400.0 * math.log10(1.0 / score - 1.0)
 
 
 @dataclass(frozen=True)
@@ -82,7 +79,7 @@ class PairSprt:
         """Elo difference estimate and its 95 % interval from the pair scores."""
         mean, var = self._mean_var()
         half = 1.96 * math.sqrt(var / len(self.pair_scores))
-        return elo_from_score(mean), elo_from_score(mean - half), elo_from_score(mean + half)
+        return (elo_from_score(mean), elo_from_score(max(0.0, mean - half)), elo_from_score(min(1.0, mean + half)))
 
     def decision(self) -> str | None:
         """'promote', 'reject', or None while the test should go on."""
