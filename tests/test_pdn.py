@@ -76,9 +76,9 @@ def test_nested_variations_are_skipped():
 
 
 def test_nags_marks_and_move_numbers_anywhere():
-    text = "1.\n11-15!? $3 23-19? 2...\n8-11!! 3. 22-17 1-0"
+    text = "1.\n11-15!? $3 23-19? 2...\n8-11!! 3.22-17 4.. 15-18 1-0"
     game = only_game(text)
-    assert paths(game) == ["11-15", "23-19", "8-11", "22-17"]
+    assert paths(game) == ["11-15", "23-19", "8-11", "22-17", "15-18"]
     assert game.result == "1-0"
 
 
@@ -162,6 +162,7 @@ def test_ambiguous_short_capture_names_candidates():
     ("[Event \"x\"\n1. 11-15 *", 1, "malformed tag"),
     ('[FEN "B:W1:B2"]\n1. 2-6 *', 1, "bad start position"),
     ('[SetUp "1"]\n1. 11-15 *', 1, "without a [FEN]"),
+    ('[Result "0-1"]\n1. 11-15 1-0', None, "the moves end in 1-0 but the Result tag says 0-1"),
 ])
 def test_failure_kinds(text, line, words):
     error = only_error(text)

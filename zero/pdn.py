@@ -16,14 +16,19 @@ Reading
     tournament forms `2-0`, `0-2`, `1-1` (read as `1-0`, `0-1`, `1/2-1/2`), CRLF line ends and a BOM.
     A game starts at its first tag or, after a finished game, at its first move; it ends at its result.
     A repeated tag name inside one header starts a new game (the earlier header lost its moves).
-    A game whose text ends without a result still yields, with the Result tag's value or `*`.
+    A game whose text ends without a result still yields, with the Result tag's value or `*`; a result in
+    the moves that contradicts the Result tag (other than `*`) fails the game, as one of them is wrong.
+    Move numbers are skipped, not checked against the ply (archives number loosely after a FEN start).
 
     A move written with `x` that is not a capture (or `-` for a capture) is accepted, as human archives
     are loose about the mark; text glued onto a move (`8-11Redoverstepped...`) is reported, not guessed at.
 
     Replay checks legality only. Draw rules are not applied: human games go on past threefold repetitions
     and 40-move stretches (players claim draws, they are not automatic), and the recorded result is what the
-    players agreed, so a replay that stopped at a draw-rule boundary would reject real games.
+    players agreed, so a replay that stopped at a draw-rule boundary would reject real games (in OCA 2.0,
+    38 games go on after a threefold repetition and one after 80 plies without progress).
+    The replay runs in a numba kernel over movegen (same matching as notation.resolve_move, which words
+    the message when a move fails): Python-side legal-move lists would cost several times more per ply.
 
 Writing
     `write_game(moves, result, tags, start)` writes one game as standard PDN: the given tags in order, a
@@ -100,7 +105,7 @@ _TOKEN = re.compile(
     r"\s*(?:"
     r"(?P<result>(?:1/2-1/2|1-0|0-1|2-0|0-2|1-1|\*)(?![^" + _DELIM + r"]))"
     r"|(?P<move>(?P<squares>\d{1,2}(?:[-x:]\d{1,2})+)[!?]*(?P<glued>[^" + _DELIM + r"]*))"
-    r"|(?P<number>\d+\.(?:\.\.)?)"
+    r"|(?P<number>\d+\.+)"
     r"|(?P<tag>\[\s*(?P<name>[A-Za-z0-9_]+)\s*\"(?P<value>(?:[^\"\\]|\\.)*)\"\s*\])"
     r"|(?P<badtag>\[[^\]]*\]?)"
     r"|(?P<comment>\{)"
@@ -109,7 +114,7 @@ _TOKEN = re.compile(
     r"|(?P<close>\))"
     r"|(?P<semicolon>;)"
     r"|(?P<other>[^" + _DELIM + r"]+|[}\]])"
-    r"|$)"
+    r"|$)"  # only whitespace left on the line: no group matches
 )
 _UNESCAPE = re.compile(r"\\(.)")
 _SPLIT_SQUARES = re.compile(r"[-x:]")
@@ -215,7 +220,8 @@ def _drafts(lines: Iterable[str]) -> Iterator[_Draft]:
                 if kind == "badtag":
                     game.fail(f"malformed tag {_shown(m.group())}", lineno)
                 else:
-                    game.tags[name] = _UNESCAPE.sub(r"\1", m.group("value"))
+                    value = m.group("value")
+                    game.tags[name] = _UNESCAPE.sub(r"\1", value) if "\\" in value else value
                 continue
             if game is None:
                 game = _Draft(lineno)
@@ -362,8 +368,12 @@ def _finish(draft: _Draft, index: int) -> PdnGame | PdnError:
     if done < len(texts):
         return PdnError(index, draft.line, _replay_failure(start, moves, texts[done], draft.lines[done]),
                         draft.lines[done])
-    result = draft.result or draft.tags.get("Result", "").strip()
-    result = _RESULT_ALIASES.get(result, result)
+    tagged = draft.tags.get("Result", "").strip()
+    tagged = _RESULT_ALIASES.get(tagged, tagged)
+    if draft.result is not None and tagged in RESULTS and "*" not in (tagged, draft.result) \
+            and tagged != draft.result:
+        return PdnError(index, draft.line, f"the moves end in {draft.result} but the Result tag says {tagged}")
+    result = draft.result or tagged
     return PdnGame(index, draft.line, draft.tags, start, moves, result if result in RESULTS else "*")
 
 
