@@ -3,12 +3,13 @@
 Any object with `evaluate(planes) -> (policy_logits, wdl)` serves: planes float32 [N, NUM_PLANES, 8, 8]
 (zero.encoding), policy_logits float32 [N, NUM_ACTIONS], wdl float32 [N, 3] probabilities (win, draw,
 loss) for the side to move. `zero.inference.Evaluator` is the network one; the ones here measure the
-search on its own (uniform), give tests a deterministic position-dependent answer without torch (random
-linear), or value material (a simple yardstick that knows nothing about moves).
+search on its own (uniform), give tests a deterministic position-dependent answer without torch (hash),
+or value material (a simple yardstick that knows nothing about moves).
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Protocol
 
 import numpy as np
@@ -34,24 +35,25 @@ class UniformEvaluator:
         return self._logits[:n], np.broadcast_to(self.wdl, (n, 3))
 
 
-class RandomLinearEvaluator:
-    """A fixed random linear map from the planes to logits and win/draw/loss: deterministic for a seed,
-    different for every position, cheap. Tests use it to compare searches without torch."""
+class HashEvaluator:
+    """Pseudo-random logits and win/draw/loss that depend only on the position's planes (a hash of them
+    seeds a generator): deterministic whatever the batch it comes in, different for every position, no
+    torch. Tests use it to compare searches exactly."""
 
-    def __init__(self, seed: int = 0, logit_scale: float = 1.0, value_scale: float = 0.3):
-        rng = np.random.default_rng(seed)
-        features = NUM_PLANES * 64
-        self.policy = (rng.standard_normal((features, NUM_ACTIONS)) * logit_scale / 8).astype(np.float32)
-        self.value = (rng.standard_normal((features, 3)) * value_scale).astype(np.float32)
+    def __init__(self, seed: int = 0, logit_scale: float = 1.0):
+        self.seed = seed
+        self.logit_scale = logit_scale
 
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x = planes.reshape(planes.shape[0], -1)
-        logits = x @ self.policy
-        z = x @ self.value
-        z -= z.max(axis=1, keepdims=True)
-        wdl = np.exp(z)
-        wdl /= wdl.sum(axis=1, keepdims=True)
-        return logits, wdl.astype(np.float32)
+        n = planes.shape[0]
+        logits = np.empty((n, NUM_ACTIONS), dtype=np.float32)
+        wdl = np.empty((n, 3), dtype=np.float32)
+        for i in range(n):
+            digest = hashlib.blake2b(np.ascontiguousarray(planes[i]).tobytes(), digest_size=8).digest()
+            rng = np.random.default_rng([self.seed, int.from_bytes(digest, "little")])
+            logits[i] = rng.standard_normal(NUM_ACTIONS) * self.logit_scale
+            wdl[i] = rng.dirichlet((1.0, 1.0, 1.0))
+        return logits, wdl
 
 
 class MaterialEvaluator:

@@ -21,6 +21,7 @@ from selfplay.evaluators import PositionEvaluator
 from zero import movegen
 from zero.encoding import NUM_PLANES, action_index
 from zero.game import Game, Move, Position, RulesConfig
+from zero.players import PLAYER_FACTORIES, Player, PlayerSpecError
 
 
 @dataclass
@@ -326,3 +327,56 @@ def best_move(analysis: Analysis, temperature: float = 0.0, rng: np.random.Gener
     if temperature > 0 and rng is None:
         rng = np.random.default_rng()
     return analysis.moves[sample_by_visits(visits, temperature, rng)].move
+
+
+# -- player --------------------------------------------------------------------------------------------
+
+class MctsPlayer:
+    """zero.players.Player that searches every position (`simulations` root visits, no noise) and plays
+    the most visited move, or samples at `temperature` > 0. A single legal move is played without search."""
+
+    def __init__(self, evaluator: PositionEvaluator, simulations: int, config: SearchConfig | None = None,
+                 temperature: float = 0.0, name: str | None = None, seed: int = 0) -> None:
+        self.evaluator = evaluator
+        self.simulations = simulations
+        self.config = config
+        self.temperature = temperature
+        self.name = name or f"mcts:{simulations}"
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+        self.last_analysis: Analysis | None = None
+
+    def reset(self, seed: int) -> None:
+        self._rng = np.random.default_rng([self.seed, seed])
+
+    def choose(self, game: Game) -> Move:
+        legal = game.legal_moves()
+        if len(legal) == 1:
+            return legal[0]
+        self.last_analysis = analyse(game, self.evaluator, self.simulations, self.config)
+        return best_move(self.last_analysis, self.temperature, self._rng)
+
+
+DEFAULT_PLAYER_SIMULATIONS = 200
+
+
+def _mcts_factory(args: str, seed: int) -> Player:
+    """'mcts', 'mcts:SIMS', 'mcts:PATH' or 'mcts:PATH:SIMS' (default: the shipped checkpoint, 200 visits),
+    on the CPU."""
+    from zero.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
+    from zero.inference import Evaluator
+
+    path, _, sims = args.rpartition(":")
+    if not sims.isdigit():
+        path, sims = args, ""
+    simulations = int(sims) if sims else DEFAULT_PLAYER_SIMULATIONS
+    if simulations < 1:
+        raise PlayerSpecError(f"mcts needs at least 1 simulation, got {args!r}")
+    try:
+        evaluator = Evaluator.from_checkpoint(path or DEFAULT_CHECKPOINT, device="cpu")
+    except CheckpointError as exc:
+        raise PlayerSpecError(str(exc)) from exc
+    return MctsPlayer(evaluator, simulations, name=f"mcts:{path or 'default'}:{simulations}", seed=seed)
+
+
+PLAYER_FACTORIES["mcts"] = _mcts_factory

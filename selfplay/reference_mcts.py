@@ -1,0 +1,157 @@
+"""A small plain-Python PUCT search with the same semantics as the numba kernels in `selfplay.mcts`.
+
+It exists to be read and to check the fast search: with a deterministic evaluator and no noise the two
+must produce the same visit counts. It shares only the network input encoding with the fast search; rules
+come from `zero.game` (legal moves, repetitions, no-progress), priors and PUCT are written out again here.
+
+Semantics (see selfplay.mcts for the reasoning):
+  * one step selects up to `leaves_per_tree` leaves, evaluates them in one batch, then expands and backs
+    them up in selection order; a descent that reaches a pending leaf ends the step's selection;
+  * a new node is decided by the rules first (no move = loss, repetition or no-progress = draw); a
+    terminal node is backed up at once with its exact value;
+  * score = Q + c_puct * prior * sqrt(N_parent) / (1 + N), in-flight visits counted in N and as losses of
+    size `virtual_loss` in Q; unvisited children get Q_parent - fpu_reduction * sqrt(visited prior mass);
+    ties go to the first child in generation order.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from selfplay.search import SearchConfig
+from zero.encoding import encode, move_action
+from zero.game import Game, Move, Position, RulesConfig
+
+
+class Node:
+    def __init__(self, position: Position, no_progress: int, parent: "Node | None", move: Move | None,
+                 prior: float) -> None:
+        self.position = position
+        self.no_progress = no_progress
+        self.parent = parent
+        self.move = move
+        self.prior = prior
+        self.children: list[Node] = []
+        self.expanded = False
+        self.pending = False
+        self.terminal_value: float | None = None  # for the side to move here, once known to be terminal
+        self.visits = 0
+        self.virtual = 0
+        self.value_sum = 0.0  # from the view of the player who moved here
+        self.draw_sum = 0.0
+
+    def q_for_chooser(self, virtual_loss: float) -> float:
+        return (self.value_sum - self.virtual * virtual_loss) / (self.visits + self.virtual)
+
+
+class ReferenceMcts:
+    def __init__(self, game: Game, evaluator, config: SearchConfig | None = None) -> None:
+        self.config = config or SearchConfig()
+        self.rules: RulesConfig = game.rules
+        self.evaluator = evaluator
+        self.root = Node(game.position, game.no_progress[-1], None, None, 1.0)
+        window = game.no_progress[-1]
+        self.history = game.positions[len(game.positions) - 1 - window: -1]
+
+    def run(self, simulations: int) -> Node:
+        while self.root.visits + self.root.virtual < simulations:
+            self.step(simulations)
+        return self.root
+
+    def step(self, simulations: int) -> None:
+        leaves: list[tuple[Node, int]] = []
+        while len(leaves) < self.config.leaves_per_tree and self.root.visits + self.root.virtual < simulations:
+            node = self.root
+            while node.expanded:
+                node = self._best_child(node)
+            if node.pending:
+                break
+            if node.terminal_value is None:
+                self._decide_terminal(node)
+            if node.terminal_value is None:
+                node.pending = True
+                walk: Node | None = node
+                while walk is not None:
+                    walk.virtual += 1
+                    walk = walk.parent
+                leaves.append((node, self._repetitions(node)))
+                continue
+            value = node.terminal_value
+            self._backup(node, value, 1.0 if value == 0.0 else 0.0, in_flight=False)
+        if not leaves:
+            return
+        planes = np.stack([encode(n.position, n.no_progress, reps) for n, reps in leaves])
+        logits, wdl = self.evaluator.evaluate(planes)
+        for i, (node, _) in enumerate(leaves):
+            self._expand(node, logits[i])
+            self._backup(node, float(wdl[i, 0]) - float(wdl[i, 2]), float(wdl[i, 1]), in_flight=True)
+
+    def _best_child(self, node: Node) -> Node:
+        c = self.config
+        reduction = c.fpu_reduction_root if node is self.root else c.fpu_reduction
+        sqrt_n = math.sqrt(node.visits + node.virtual)
+        visited_mass = 0.0
+        for child in node.children:
+            if child.visits + child.virtual > 0:
+                visited_mass += child.prior
+        fpu = -node.value_sum / node.visits - reduction * math.sqrt(visited_mass)
+        best, best_child = -math.inf, node.children[0]
+        for child in node.children:
+            n = child.visits + child.virtual
+            q = child.q_for_chooser(c.virtual_loss) if n > 0 else fpu
+            score = q + c.c_puct * child.prior * sqrt_n / (1 + n)
+            if score > best:
+                best, best_child = score, child
+        return best_child
+
+    def _line(self, node: Node) -> list[Position]:
+        """Positions before `node` on its line, most recent first: the tree path, then the game history."""
+        line = []
+        walk = node.parent
+        while walk is not None:
+            line.append(walk.position)
+            walk = walk.parent
+        line.extend(reversed(self.history))
+        return line
+
+    def _repetitions(self, node: Node) -> int:
+        line = self._line(node)[: node.no_progress]
+        # line[k] is k + 1 plies back; the same side is to move every second ply.
+        return 1 + sum(1 for k in range(1, len(line), 2) if line[k] == node.position)
+
+    def _decide_terminal(self, node: Node) -> None:
+        if not node.position.legal_moves():
+            node.terminal_value = -1.0
+        elif (self._repetitions(node) >= self.rules.repetitions_for_draw
+              or node.no_progress >= self.rules.no_progress_plies):
+            node.terminal_value = 0.0
+
+    def _expand(self, node: Node, logits: np.ndarray) -> None:
+        pos = node.position
+        moves = pos.legal_moves()
+        actions = [move_action(m, pos.black_to_move) for m in moves]
+        # Softmax over distinct actions; an action shared by several moves is split equally among them.
+        top = max(float(logits[a]) for a in actions)
+        weights = [math.exp(float(logits[a]) - top) / actions.count(a) for a in actions]
+        total = 0.0
+        for w in weights:
+            total += w
+        for move, w in zip(moves, weights):
+            no_progress = 0 if pos.is_irreversible(move) else node.no_progress + 1
+            node.children.append(Node(pos.play(move), no_progress, node, move, w / total))
+        node.expanded = True
+        node.pending = False
+
+    def _backup(self, node: Node, value: float, draw: float, in_flight: bool) -> None:
+        v = -value
+        walk: Node | None = node
+        while walk is not None:
+            walk.visits += 1
+            walk.value_sum += v
+            walk.draw_sum += draw
+            if in_flight:
+                walk.virtual -= 1
+            v = -v
+            walk = walk.parent

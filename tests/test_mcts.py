@@ -1,0 +1,291 @@
+"""The batched numba search: same visit counts as the plain-Python reference, exact terminal values,
+tree reuse, noise, and that it finds short forced wins and keeps the value of solved key endings."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+from selfplay import mcts
+from selfplay.evaluators import HashEvaluator, MaterialEvaluator, UniformEvaluator
+from selfplay.reference_mcts import ReferenceMcts
+from selfplay.search import BatchedSearch, MctsPlayer, SearchConfig, analyse, best_move, visit_policy
+from zero.data import data_file
+from zero.game import Game, RulesConfig, Termination
+from zero.notation import fen_to_position, resolve_move
+
+
+def _random_game(rng: np.random.Generator, plies: int) -> Game:
+    game = Game()
+    for _ in range(plies):
+        if game.outcome is not None:
+            break
+        legal = game.legal_moves()
+        game.play(legal[int(rng.integers(len(legal)))])
+    if game.outcome is not None:
+        game.undo()
+    return game
+
+
+def _shuffle_game(rules: RulesConfig | None = None) -> Game:
+    """Two lone kings shuffling: 5-9 28-24 9-5 24-28 5-9 28-24 9-5 (White to move; 24-28 repeats thrice)."""
+    game = Game(fen_to_position("B:WK28:BK5"), rules=rules or RulesConfig())
+    for text in "5-9 28-24 9-5 24-28 5-9 28-24 9-5".split():
+        game.play(resolve_move(text, game.legal_moves()))
+    return game
+
+
+def _wins_after(game: Game, move, plies: int) -> bool:
+    """Exhaustive: after `move` by the side to move, it can force a win (the opponent left without a
+    move) within `plies` plies, counting `move` itself."""
+    game.play(move)
+    try:
+        if game.outcome is not None:
+            return game.outcome.termination == Termination.NO_MOVES
+        if plies < 3:
+            return False
+        for reply in game.legal_moves():
+            game.play(reply)
+            try:
+                if game.outcome is not None or not any(_wins_after(game, m, plies - 2) for m in game.legal_moves()):
+                    return False
+            finally:
+                game.undo()
+        return True
+    finally:
+        game.undo()
+
+
+@pytest.mark.parametrize("leaves_per_tree", [1, 3])
+def test_numba_search_matches_reference(leaves_per_tree):
+    rng = np.random.default_rng(1)
+    games = [Game()] + [_random_game(rng, int(rng.integers(4, 40))) for _ in range(3)]
+    config = SearchConfig(leaves_per_tree=leaves_per_tree, fpu_reduction=0.3, fpu_reduction_root=0.1)
+    evaluator = HashEvaluator(seed=7)
+    search = BatchedSearch(len(games), config, capacity=60_000)
+    for g, game in enumerate(games):
+        search.set_root(g, game)
+        search.start(g, 250)
+    search.run(evaluator)
+    for g, game in enumerate(games):
+        root = ReferenceMcts(game, evaluator, config).run(250)
+        children = search.root_children(g)
+        assert [c.visits for c in root.children] == children.visits.tolist()
+        assert [c.value_sum for c in root.children] == pytest.approx(children.value_sum.tolist(), abs=1e-12)
+        assert root.visits == search.root_visits(g)
+
+
+def test_reference_match_includes_terminal_nodes():
+    # Near the draw limits the tree is full of repetition and no-progress terminals.
+    game = _shuffle_game(RulesConfig(no_progress_plies=12))
+    config = SearchConfig(leaves_per_tree=2)
+    evaluator = HashEvaluator(seed=3)
+    search = BatchedSearch(1, config, game.rules, capacity=20_000)
+    search.set_root(0, game)
+    search.start(0, 300)
+    search.run(evaluator)
+    root = ReferenceMcts(game, evaluator, config).run(300)
+    assert [c.visits for c in root.children] == search.root_children(0).visits.tolist()
+
+
+def _root_child(search: BatchedSearch, game: Game, text: str) -> int:
+    move = resolve_move(text, game.legal_moves())
+    return int(mcts.find_child(search.forest, 0, move.from_square - 1, move.to_square - 1, move.captured))
+
+
+def test_threefold_repetition_is_a_draw_inside_the_tree():
+    game = _shuffle_game()
+    search = BatchedSearch(1, SearchConfig(), game.rules)
+    search.set_root(0, game)
+    search.start(0, 200)
+    search.run(UniformEvaluator(wdl=(0.6, 0.0, 0.4)))
+    f = search.forest
+    repeat = _root_child(search, game, "24-28")
+    assert f.state[0, repeat] == mcts.TERMINAL and f.terminal_value[0, repeat] == 0.0
+    # Every other reply is an ordinary position the network was asked about.
+    for text in ("24-19", "24-20", "24-27"):
+        assert f.state[0, _root_child(search, game, text)] == mcts.EXPANDED
+    game.play(resolve_move("24-28", game.legal_moves()))
+    assert game.outcome.termination == Termination.REPETITION
+
+
+def test_no_progress_limit_is_a_draw_inside_the_tree():
+    game = _shuffle_game(RulesConfig(no_progress_plies=8, repetitions_for_draw=10))
+    assert game.no_progress[-1] == 7
+    search = BatchedSearch(1, SearchConfig(), game.rules)
+    search.set_root(0, game)
+    search.start(0, 50)
+    search.run(UniformEvaluator(wdl=(1.0, 0.0, 0.0)))
+    f = search.forest
+    first = f.first_child[0, 0]
+    for c in range(first, first + f.n_children[0, 0]):
+        assert f.state[0, c] == mcts.TERMINAL and f.terminal_value[0, c] == 0.0
+    # Only the root's own evaluation (a win) is not a draw: 49 of the 50 visits are worth exactly 0.
+    assert search.root_value(0) == pytest.approx(1 / 50)
+
+
+def test_a_side_without_moves_has_lost():
+    # Black's only move captures the last white piece: White, to move with nothing, has lost.
+    game = Game(fen_to_position("B:W10:B6"))
+    analysis = analyse(game, UniformEvaluator(), 20)
+    assert [str(s.move) for s in analysis.moves] == ["6x15"]
+    assert analysis.moves[0].q == 1.0 and analysis.moves[0].wdl == (1.0, 0.0, 0.0)
+    # The root's own evaluation said draw; the 19 visits below it are exact wins.
+    assert analysis.root_wdl == pytest.approx((0.95, 0.05, 0.0))
+
+
+# Found by exhaustive search; the test re-checks each claim below.
+SHOTS = [
+    ("B:W14,15:B2,6,25", "6-10"),  # two for one: give a man, jump both white men
+    ("B:W16,30:B8,26,27", "8-12"),
+    ("B:W15,22:B1,9,13", "13-17"),
+]
+CROWNING_CAPTURES = [
+    ("B:W8,25:B3,21", "21x30"),  # the capture that crowns wins; the other capture does not
+    ("B:WK18,25:B21,22", "21x30"),
+]
+
+
+@pytest.mark.parametrize("fen,winning", SHOTS + CROWNING_CAPTURES)
+def test_finds_short_forced_wins_with_a_uniform_prior(fen, winning):
+    game = Game(fen_to_position(fen))
+    # Ground truth: the move wins within 5 plies, no other move does.
+    assert [str(m) for m in game.legal_moves() if _wins_after(game, m, 5)] == [winning]
+    analysis = analyse(game, UniformEvaluator(), 3000)
+    assert str(best_move(analysis)) == winning
+    assert analysis.moves[0].q > 0.5
+
+
+def _key_endings() -> list[dict]:
+    path = data_file("endgames/key_endings_solved.tsv")
+    if path is None:
+        pytest.skip("endgames/key_endings_solved.tsv not found (set CHECKERS_ZERO_DATA)")
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+def _solved_moves(row: dict) -> dict[str, tuple[str, int | None]]:
+    out = {}
+    for item in row["all_moves(move:value_for_mover:plies)"].split():
+        move, value, plies = item.split(":")
+        out[move] = (value, int(plies) if plies else None)
+    return out
+
+
+SHORT_WIN_PLIES = 15  # wins this short are found by a search with no knowledge at all (uniform evaluator)
+SHORT_LOSS_PLIES = 10
+
+
+def test_key_endings_short_wins_are_found():
+    rows = [r for r in _key_endings() if r["value_for_side_to_move"] == "win" and int(r["plies_to_win"]) <= SHORT_WIN_PLIES]
+    assert rows, "the table has short wins"
+    for row in rows:
+        analysis = analyse(Game(fen_to_position(row["fen"])), UniformEvaluator(), 4000)
+        assert _solved_moves(row)[str(best_move(analysis))][0] == "win", row["name"]
+
+
+def test_key_endings_no_move_that_loses_quickly():
+    for row in _key_endings():
+        if row["value_for_side_to_move"] == "loss":
+            continue
+        analysis = analyse(Game(fen_to_position(row["fen"])), UniformEvaluator(), 3000)
+        value, plies = _solved_moves(row)[str(best_move(analysis))]
+        assert not (value == "loss" and plies <= SHORT_LOSS_PLIES), row["name"]
+
+
+def test_key_endings_keep_their_value_with_a_material_evaluator():
+    # With material as the only knowledge the search keeps every won or drawn ending's value (long wins
+    # included: it avoids the moves that throw the win or the draw away).
+    for row in _key_endings():
+        want = row["value_for_side_to_move"]
+        if want == "loss":
+            continue
+        analysis = analyse(Game(fen_to_position(row["fen"])), MaterialEvaluator(), 3000)
+        assert _solved_moves(row)[str(best_move(analysis))][0] == want, row["name"]
+
+
+def test_tree_reuse_keeps_the_played_subtree():
+    game = Game()
+    search = BatchedSearch(1, SearchConfig(), game.rules)
+    search.set_root(0, game)
+    search.start(0, 400)
+    search.run(HashEvaluator(seed=1))
+    children = search.root_children(0)
+    k = int(np.argmax(children.visits))
+    kept_visits = int(children.visits[k])
+    move = next(m for m in game.legal_moves() if m.from_square - 1 == children.move_from[k] and m.to_square - 1 == children.move_to[k])
+    game.play(move)
+    kept = search.play(0, move, game)
+    f = search.forest
+    assert kept == f.used[0] > 1
+    assert search.root_visits(0) == kept_visits
+    pos = game.position
+    assert (f.black[0, 0], f.white[0, 0], f.kings[0, 0], f.black_to_move[0, 0]) == (pos.black, pos.white, pos.kings, pos.black_to_move)
+    # Links stay consistent: every node's children point back to it and visits add up.
+    for node in range(kept):
+        if f.state[0, node] == mcts.EXPANDED:
+            first, n = f.first_child[0, node], f.n_children[0, node]
+            assert (f.parent[0, first:first + n] == node).all()
+            assert f.visits[0, first:first + n].sum() == f.visits[0, node] - 1
+    # The search goes on from the kept tree to the new target.
+    search.start(0, 600)
+    search.run(HashEvaluator(seed=1))
+    assert search.root_visits(0) == 600
+
+
+def test_root_noise_changes_priors_reproducibly():
+    game = Game()
+
+    def noisy_priors(seed: int) -> np.ndarray:
+        search = BatchedSearch(1, SearchConfig(), game.rules)
+        search.set_root(0, game)
+        search.start(0, 10, noise=np.random.default_rng(seed))
+        search.run(UniformEvaluator())
+        return search.root_children(0).prior
+
+    a, b, c = noisy_priors(1), noisy_priors(1), noisy_priors(2)
+    assert a.sum() == pytest.approx(1.0)
+    assert np.array_equal(a, b) and not np.allclose(a, c)
+    assert not np.allclose(a, 1 / 7)
+
+
+def test_visit_policy_sums_to_one_over_actions():
+    game = _random_game(np.random.default_rng(4), 10)
+    search = BatchedSearch(1, SearchConfig(), game.rules)
+    search.set_root(0, game)
+    search.start(0, 100)
+    search.run(HashEvaluator())
+    actions, shares = visit_policy(search.root_children(0), game.position.black_to_move)
+    assert shares.sum() == pytest.approx(1.0)
+    assert len(set(actions.tolist())) == len(actions)
+
+
+def test_analysis_api():
+    game = Game()
+    analysis = analyse(game, HashEvaluator(seed=2), 300)
+    assert analysis.simulations == 300
+    assert sorted(str(s.move) for s in analysis.moves) == sorted(str(m) for m in game.legal_moves())
+    assert [s.visits for s in analysis.moves] == sorted((s.visits for s in analysis.moves), reverse=True)
+    assert sum(s.visits for s in analysis.moves) == 299
+    assert sum(analysis.root_wdl) == pytest.approx(1.0)
+    assert analysis.pv and analysis.pv[0] == analysis.moves[0].move
+    replay = Game()
+    for move in analysis.pv:
+        replay.play(move)  # the principal variation is a legal line
+    assert best_move(analysis) == analysis.moves[0].move
+    assert best_move(analysis, temperature=1.0, rng=np.random.default_rng(0)) in game.legal_moves()
+    finished = Game(fen_to_position("W:W10:B6"))
+    finished.play(finished.legal_moves()[0])
+    with pytest.raises(ValueError):
+        analyse(finished, UniformEvaluator(), 10)
+
+
+def test_mcts_player_plays_legal_moves_and_forced_moves_without_search():
+    player = MctsPlayer(HashEvaluator(), 50)
+    game = Game()
+    assert player.choose(game) in game.legal_moves()
+    forced = Game(fen_to_position("B:W10:B6"))
+    player.last_analysis = None
+    assert str(player.choose(forced)) == "6x15" and player.last_analysis is None
