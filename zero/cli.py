@@ -15,6 +15,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "perft": ("zero.perft", "count move-tree leaves (rules check and speed)"),
     "pdn": ("zero.pdn_cli", "read and check PDN files"),
     "match": ("zero.match", "play a ballot match between two players"),
+    "play": ("zero.play.terminal", "play against a checkpoint in the terminal"),
+    "serve": ("zero.play.server", "play against a checkpoint in the browser (local web page)"),
+    "analyze": ("zero.play.analyze", "search a position: top moves, win/draw/loss, principal variation"),
 }
 
 

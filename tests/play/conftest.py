@@ -1,0 +1,28 @@
+"""Fixtures for the play front ends: a tiny random-init checkpoint (fast to search, plays legal moves) and
+the engine over it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from zero.checkpoint import save_checkpoint
+from zero.network import NetworkConfig, PolicyValueNet
+from zero.play.engine import Engine
+
+# A position where Black must capture and has two double jumps through square 18: 9x18x25 and 9x18x27.
+MULTI_JUMP_FEN = "B:W14,22,23:B1,2,3,9"
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    torch.manual_seed(0)
+    cfg = NetworkConfig(blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=16)
+    path = tmp_path_factory.mktemp("ckpt") / "tiny.pt"
+    save_checkpoint(path, net=PolicyValueNet(cfg), net_config=cfg, step=0)
+    return path
+
+
+@pytest.fixture(scope="session")
+def engine(tiny_checkpoint):
+    return Engine.load(tiny_checkpoint)

@@ -1,0 +1,143 @@
+"""`checkers-zero play` driven by scripted standard input, as a pipe would."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from conftest import MULTI_JUMP_FEN
+
+from zero.cli import main
+from zero.game import Position
+from zero.pdn import PdnGame, read_pdn, write_game
+from zero.play.engine import DRAW_ACCEPT_MAX_SCORE
+
+
+def play(monkeypatch, capsys, tiny_checkpoint, tmp_path, script: str, *extra: str) -> tuple[int, str]:
+    monkeypatch.setattr("sys.stdin", io.StringIO(script))
+    code = main(["play", "--checkpoint", str(tiny_checkpoint), "--sims", "4",
+                 "--save", str(tmp_path / "game.pdn"), *extra])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def saved_game(tmp_path, name: str = "game.pdn") -> PdnGame:
+    games = list(read_pdn(tmp_path / name))
+    assert len(games) == 1 and isinstance(games[0], PdnGame), games
+    return games[0]
+
+
+@pytest.fixture
+def run(monkeypatch, capsys, tiny_checkpoint, tmp_path):
+    return lambda script, *extra: play(monkeypatch, capsys, tiny_checkpoint, tmp_path, script, *extra)
+
+
+def test_board_shows_pieces_and_square_numbers(run):
+    code, out = run("quit\n")
+    assert code == 0
+    assert "Black to move (you)" in out
+    for sq in (1, 12, 21, 32):
+        assert f" {sq} " in out or f"{sq:>3} " in out
+    assert out.count(" b ") + out.count(" b|") >= 1 and " w " in out
+
+
+def test_illegal_move_is_refused_with_the_legal_moves(run, tmp_path):
+    code, out = run("11-20\n")
+    assert code == 0
+    assert "illegal move 11-20; legal moves: " in out
+    legal = [str(mv) for mv in Position.initial().legal_moves()]
+    assert all(mv in out for mv in legal)
+    assert not (tmp_path / "game.pdn").exists()  # nothing was played, so nothing to save
+
+
+def test_unparseable_input_is_refused(run):
+    _, out = run("hello\n")
+    assert "not a move: 'hello'" in out
+
+
+def test_capture_by_its_end_squares_and_resignation_saved_as_pdn(run, tmp_path):
+    code, out = run("9x25\nresign\n", "--fen", MULTI_JUMP_FEN)
+    assert code == 0
+    assert "You play 9x18x25" in out
+    assert "Engine plays" in out
+    assert "White wins: resignation (0-1)" in out
+    assert f"Game saved to {tmp_path / 'game.pdn'}" in out
+    game = saved_game(tmp_path)
+    assert game.result == "0-1"
+    assert str(game.start) == MULTI_JUMP_FEN
+    assert [str(mv) for mv in game.moves][0] == "9x18x25"
+    assert len(game.moves) == 2
+
+
+def test_ambiguous_short_capture_names_the_candidates(run):
+    _, out = run("9x18\n", "--fen", MULTI_JUMP_FEN)
+    assert "illegal move 9x18" in out  # 9x18 is no full move: both captures go on to 25 or 27
+
+
+def test_undo_takes_back_the_move_and_the_reply(run, tmp_path):
+    _, out = run("11-15\nundo\nsave\n")
+    assert "Taken back: " in out
+    game = saved_game(tmp_path)
+    assert game.moves == [] and game.result == "*"
+
+
+def test_undo_with_nothing_to_take_back(run):
+    _, out = run("undo\n")
+    assert "no move of yours to take back" in out
+
+
+def test_hint_lists_top_moves_with_visit_share_and_wdl(run):
+    _, out = run("hint\n")
+    assert "Hint:" in out
+    assert "% of visits" in out and "win " in out and "draw " in out and "loss " in out
+    assert "main line:" in out
+
+
+def test_save_on_request_to_a_named_file_then_eof_saves_the_game(run, tmp_path):
+    _, out = run(f"11-15\nsave {tmp_path / 'mid.pdn'}\n")
+    mid = saved_game(tmp_path, "mid.pdn")
+    assert [str(mv) for mv in mid.moves][0] == "11-15" and len(mid.moves) == 2 and mid.result == "*"
+    assert f"Game saved to {tmp_path / 'game.pdn'}" in out  # end of input: the game is saved before leaving
+    assert saved_game(tmp_path).moves == mid.moves
+
+
+def test_draw_offer_follows_the_stated_rule(run, tmp_path):
+    _, out = run("draw\n")
+    assert "The engine accepts the draw" in out or "The engine declines the draw" in out
+    score = int(out.split("expects to score ")[1].split("%")[0])
+    accepted = "accepts" in out
+    assert accepted == (score <= 100 * DRAW_ACCEPT_MAX_SCORE + 0.5)
+    if accepted:
+        assert saved_game(tmp_path).result == "1/2-1/2"
+
+
+def test_engine_moves_first_when_you_play_white(run):
+    _, out = run("quit\n", "--color", "white")
+    assert out.index("Engine plays") < out.index("White to move (you)")
+
+
+def test_continue_a_game_from_pdn(run, tmp_path):
+    start = Position.initial()
+    moves = [start.legal_moves()[0]]
+    (tmp_path / "start.pdn").write_text(write_game(moves, "*"))
+    _, out = run("undo\n", "--pdn", str(tmp_path / "start.pdn"))
+    assert "Engine plays" in out  # White (the engine) is to move after the file's one move
+    assert "no move of yours to take back" in out  # the moves from the file are not the person's
+
+
+def test_bad_start_and_missing_checkpoint_are_clear_errors(run, monkeypatch, capsys, tmp_path):
+    code, out = run("", "--fen", "X:W1:B2")
+    assert code == 2 and "FEN must start with the side to move" in out
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    code = main(["play", "--checkpoint", str(tmp_path / "none.pt")])
+    assert code == 2 and "none.pt not found" in capsys.readouterr().err
+    (tmp_path / "junk.pt").write_text("not a checkpoint")
+    code = main(["play", "--checkpoint", str(tmp_path / "junk.pt")])
+    assert code == 2 and "not a checkers-zero checkpoint" in capsys.readouterr().err
+
+
+def test_game_over_by_the_rules_is_reported_and_saved(run, tmp_path):
+    # Black's capture takes White's last piece: the game ends at once.
+    _, out = run("10x19\n", "--fen", "B:W15:B10")
+    assert "Black wins: the loser has no legal move (1-0)" in out
+    assert saved_game(tmp_path).result == "1-0"

@@ -1,0 +1,194 @@
+"""The engine a person plays against: a checkpoint's network driving the search, at a chosen strength.
+
+Strength is a search budget: a number of simulations (a named level or `--sims N`) or a time limit
+(`--time SECONDS`). Everything the front ends show about the engine's thinking goes through `describe`,
+which turns a search result into plain data (visit shares, win/draw/loss, principal variation).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zero.game import Game, Move
+
+
+class EngineError(RuntimeError):
+    """The engine cannot be built or asked (missing checkpoint, bad budget): the message says why."""
+
+
+@dataclass(frozen=True)
+class Level:
+    """A named playing strength: how many search simulations the engine spends on a move."""
+
+    name: str
+    simulations: int
+    description: str
+
+
+LEVELS: dict[str, Level] = {
+    level.name: level
+    for level in (
+        Level("beginner", 8, "a glance: mostly the network's first instinct"),
+        Level("club", 64, "a short look ahead"),
+        Level("expert", 256, "a careful search"),
+        Level("master", 1024, "a deep search (several seconds a move on a laptop CPU)"),
+    )
+}
+DEFAULT_LEVEL = "club"
+
+# An agreed draw is accepted when the engine's expected score (win + half the draw chance, from its own
+# side) is at most this: it takes the draw unless it believes it is clearly better.
+DRAW_ACCEPT_MAX_SCORE = 0.55
+
+# A time-limited search runs in chunks of this many simulations and stops at the first chunk boundary
+# after the time is up (a chunk is a few tens of milliseconds with the small network on a CPU).
+TIME_CHUNK_SIMULATIONS = 16
+# Node pool of a time-limited search (about 90 bytes a node; the pages are only touched as the tree grows):
+# room for some 60 000 simulations, far more than a person waits for on a CPU.
+TIME_TREE_CAPACITY = 1 << 20
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much search a move gets: a fixed number of simulations, or as many as fit in `seconds`."""
+
+    simulations: int | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.simulations is None) == (self.seconds is None):
+            raise EngineError("a search budget is either a number of simulations or a time, not both or neither")
+        if self.simulations is not None and self.simulations < 1:
+            raise EngineError(f"simulations must be at least 1, not {self.simulations}")
+        if self.seconds is not None and not self.seconds > 0:
+            raise EngineError(f"the time per move must be positive, not {self.seconds}")
+
+    def __str__(self) -> str:
+        if self.simulations is not None:
+            return f"{self.simulations} simulations"
+        return f"{self.seconds:g} s"
+
+
+def budget_for(level: str | None = None, simulations: int | None = None, seconds: float | None = None) -> Budget:
+    """The budget a command line asks for: --sims or --time win over --level; the default is DEFAULT_LEVEL."""
+    if simulations is not None and seconds is not None:
+        raise EngineError("give either --sims or --time, not both")
+    if simulations is not None or seconds is not None:
+        return Budget(simulations=simulations, seconds=seconds)
+    name = level or DEFAULT_LEVEL
+    if name not in LEVELS:
+        raise EngineError(f"unknown level {name!r}; levels: {', '.join(LEVELS)}")
+    return Budget(simulations=LEVELS[name].simulations)
+
+
+def side_name(black: bool) -> str:
+    return "Black" if black else "White"
+
+
+def describe(analysis: Any, game: Game, top: int | None = None) -> dict[str, Any]:
+    """A search result as plain data (JSON-ready).
+
+    Win/draw/loss (and q = win - loss) are from the view of the side to move in `game` (named in "side"),
+    None for a move the search never visited; "share" is a move's fraction of the root visits.
+    """
+    total = sum(stat.visits for stat in analysis.moves) or 1
+    stats = analysis.moves if top is None else analysis.moves[:top]
+    return {
+        "fen": str(game.position),
+        "side": side_name(game.position.black_to_move).lower(),
+        "simulations": int(analysis.simulations),
+        "root_wdl": [round(float(x), 4) for x in analysis.root_wdl],
+        "moves": [
+            {
+                "move": str(stat.move),
+                "path": list(stat.move.path),
+                "visits": int(stat.visits),
+                "share": round(stat.visits / total, 4),
+                "prior": round(float(stat.prior), 4),
+                "q": round(float(stat.q), 4),
+                "wdl": None if stat.wdl is None else [round(float(x), 4) for x in stat.wdl],
+            }
+            for stat in stats
+        ],
+        "pv": [str(mv) for mv in analysis.pv],
+    }
+
+
+class Engine:
+    """A checkpoint's network plus the search. Not thread-safe: callers that share one serialise calls."""
+
+    def __init__(self, evaluator: Any, checkpoint: Path, search_config: Any = None) -> None:
+        self.evaluator = evaluator
+        self.checkpoint = checkpoint
+        self.search_config = search_config
+
+    @classmethod
+    def load(cls, checkpoint: str | Path | None = None) -> "Engine":
+        """The engine for a checkpoint file, by default the shipped one."""
+        from zero.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
+        from zero.inference import Evaluator
+
+        path = Path(checkpoint) if checkpoint is not None else Path(DEFAULT_CHECKPOINT)
+        if not path.is_file():
+            hint = "" if checkpoint is not None else " (the shipped checkpoint; name another with --checkpoint PATH)"
+            raise EngineError(f"checkpoint {path} not found{hint}")
+        import torch
+
+        # The search sends the network two positions at a time: on a CPU, intra-op threads only add
+        # synchronisation (measured: 25x slower per batch with 2 threads on a busy 2-core machine).
+        torch.set_num_threads(1)
+        try:
+            evaluator = Evaluator.from_checkpoint(path)
+        except CheckpointError as exc:
+            raise EngineError(str(exc)) from None
+        return cls(evaluator, path)
+
+    @property
+    def name(self) -> str:
+        return f"checkers-zero {self.checkpoint.stem}"
+
+    def analyse(self, game: Game, budget: Budget) -> Any:
+        """Search the game's current position within the budget (the game must not be over)."""
+        from selfplay.search import analyse
+
+        if game.outcome is not None:
+            raise EngineError("the game is over: there is nothing to search")
+        if budget.simulations is not None:
+            return analyse(game, self.evaluator, budget.simulations, self.search_config)
+        return self._analyse_for_time(game, budget.seconds)
+
+    def _analyse_for_time(self, game: Game, seconds: float) -> Any:
+        """Grow one search tree chunk by chunk until the time is up (or the tree is full)."""
+        from selfplay.search import BatchedSearch, SearchConfig, _analysis_of
+
+        deadline = time.perf_counter() + seconds
+        search = BatchedSearch(1, self.search_config or SearchConfig(), game.rules, capacity=TIME_TREE_CAPACITY)
+        search.set_root(0, game)
+        target = 0
+        while True:
+            target += TIME_CHUNK_SIMULATIONS
+            search.start(0, target)
+            search.run(self.evaluator)
+            if time.perf_counter() >= deadline or search.root_visits(0) < target:  # time up, or tree full
+                return _analysis_of(search, game.position)
+
+    def choose(self, game: Game, budget: Budget) -> tuple[Move, Any]:
+        """The engine's move (the most visited) and the search behind it."""
+        from selfplay.search import best_move
+
+        analysis = self.analyse(game, budget)
+        return best_move(analysis, temperature=0), analysis
+
+    def accepts_draw(self, game: Game, budget: Budget, engine_is_black: bool) -> tuple[bool, float]:
+        """Whether the engine agrees to a draw offered by its opponent, and its expected score behind that.
+
+        The search evaluates the position for the side to move; when that is the offerer, the engine's
+        expected score is the complement.
+        """
+        win, draw, _loss = (float(x) for x in self.analyse(game, budget).root_wdl)
+        score_for_mover = win + draw / 2
+        score = score_for_mover if game.position.black_to_move == engine_is_black else 1 - score_for_mover
+        return score <= DRAW_ACCEPT_MAX_SCORE, score

@@ -1,0 +1,238 @@
+"""`checkers-zero play`: play against a checkpoint in the terminal.
+
+The board is drawn with the person's pieces at the bottom, next to a key of the square numbers; moves are
+typed in standard notation. Reads commands line by line, so it works as well with a pipe as with a person.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from zero.bitboard import square_rc
+from zero.game import Move, Position
+from zero.notation import NotationError
+from zero.play.engine import LEVELS, Budget, EngineError, budget_for, side_name
+from zero.play.session import HumanGame, PlayError, load_start
+
+HELP = """\
+Commands:
+  11-15, 22x15, 26x17x10x1   play a move (a capture may give only its start and end: 26x1)
+  moves                      list your legal moves
+  hint                       the engine's top moves for you, with visit share and win/draw/loss
+  undo                       take back your last move (and the engine's reply)
+  draw                       offer a draw: the engine accepts unless it expects to score more than 55%
+  resign                     give up the game
+  level NAME                 change the engine's strength ({levels})
+  save [FILE]                write the game as PDN (default: {default})
+  board                      show the board again
+  help                       this list
+  quit                       leave (the game is saved first)"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", metavar="PATH", help="network to play against (default: the shipped one)")
+    strength = parser.add_mutually_exclusive_group()
+    strength.add_argument("--level", choices=list(LEVELS), help="named strength (default: club)")
+    strength.add_argument("--sims", type=int, metavar="N", help="search simulations per engine move")
+    strength.add_argument("--time", type=float, metavar="SECONDS", help="search time per engine move")
+    parser.add_argument("--color", "--colour", dest="color", choices=["black", "white"], default="black",
+                        help="your colour (Black moves first; default: black)")
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument("--fen", help="start from this position, e.g. 'W:W18,K27:B14,K5'")
+    start.add_argument("--pdn", metavar="FILE", help="continue the first game of this PDN file")
+    parser.add_argument("--save", metavar="FILE",
+                        help="where the game is saved as PDN (default: checkers-zero-DATE-TIME.pdn here)")
+
+
+def board_text(position: Position, last_move: Move | None = None, black_at_bottom: bool = True) -> str:
+    """The board as text: pieces (b, w men; B, W kings) beside the square numbers, same orientation.
+    The squares of the last move are marked with * in the key."""
+    marked = set(last_move.path) if last_move else set()
+    grid: dict[tuple[int, int], int] = {square_rc(sq): sq for sq in range(1, 33)}
+    rows = range(7, -1, -1) if black_at_bottom else range(8)
+    cols = list(range(7, -1, -1) if black_at_bottom else range(8))
+    top, bottom = ("White", "Black") if black_at_bottom else ("Black", "White")
+    lines = [f"      {top}", "   +-----------------+     +---------------------------------+"]
+    for r in rows:
+        pieces, numbers = [], []
+        for c in cols:
+            sq = grid.get((r, c))
+            if sq is None:
+                pieces.append(" ")
+                numbers.append("    ")
+            else:
+                pieces.append(position.piece_at(sq) or ".")
+                numbers.append(f"{sq:>3}{'*' if sq in marked else ' '}")
+        lines.append(f"   | {' '.join(pieces)} |     |{''.join(numbers)} |")
+    lines.append("   +-----------------+     +---------------------------------+")
+    lines.append(f"      {bottom}")
+    return "\n".join(lines)
+
+
+def _percent(wdl: list[float] | None) -> str:
+    if wdl is None:
+        return "not searched"
+    win, draw, loss = (round(100 * x) for x in wdl)
+    return f"win {win}% draw {draw}% loss {loss}%"
+
+
+def thinking_text(thinking: dict[str, Any], whose: str) -> str:
+    """The engine's search as a small table: move, visit share, prior, win/draw/loss; then the main line."""
+    lines = [f"  {thinking['simulations']} simulations; {whose}: {_percent(thinking['root_wdl'])}"]
+    for stat in thinking["moves"]:
+        lines.append(
+            f"  {stat['move']:<14} {100 * stat['share']:5.1f}% of visits  prior {100 * stat['prior']:4.1f}%  "
+            f"{_percent(stat['wdl'])}"
+        )
+    if thinking["pv"]:
+        lines.append(f"  main line: {' '.join(thinking['pv'])}")
+    return "\n".join(lines)
+
+
+class TerminalGame:
+    """The read-eval-print loop around a HumanGame."""
+
+    def __init__(self, session: HumanGame, save_path: Path, out: TextIO) -> None:
+        self.session = session
+        self.save_path = save_path
+        self.out = out
+        self.saved_ply: int | None = None  # ply count (and outcome) of the last save, to save once per change
+        self.saved_result: str | None = None
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    def show_board(self) -> None:
+        s = self.session
+        self.say()
+        self.say(board_text(s.game.position, s.last_move, black_at_bottom=s.human_black))
+        if s.last_move is not None:
+            self.say(f"Last move: {s.last_move}")
+        self.say(s.status())
+
+    def save(self, path: Path | None = None) -> None:
+        target = path or self.save_path
+        try:
+            target.write_text(self.session.pdn(), encoding="utf-8")
+        except OSError as exc:
+            self.say(f"could not save to {target}: {exc}")
+            return
+        if path is None:
+            self.saved_ply, self.saved_result = self.session.game.ply, self.session.result
+        self.say(f"Game saved to {target}")
+
+    def unsaved(self) -> bool:
+        s = self.session
+        changed = (s.game.ply, s.result) != (self.saved_ply, self.saved_result)
+        return changed and (s.game.ply > s.first_ply or s.over)
+
+    def engine_turn(self) -> None:
+        s = self.session
+        self.say(f"Engine thinking ({s.budget})...")
+        move = s.engine_move()
+        self.say(f"Engine plays {move}")
+        if s.last_thinking is not None:
+            self.say(thinking_text(s.last_thinking, "engine's view"))
+
+    def command(self, line: str) -> bool:
+        """Carry out one input line; False means leave."""
+        s = self.session
+        line = line.strip()
+        word, _, rest = line.partition(" ")
+        word, rest = word.lower(), rest.strip()
+        if word in ("quit", "exit", "q"):
+            return False
+        if word in ("help", "?"):
+            self.say(HELP.format(levels=", ".join(LEVELS), default=self.save_path))
+        elif word == "board":
+            self.show_board()
+        elif word == "moves":
+            self.say("Legal moves: " + (", ".join(str(mv) for mv in s.game.legal_moves()) or "none"))
+        elif word == "save":
+            self.save(Path(rest) if rest else None)
+        elif word == "undo":
+            taken = s.undo()
+            self.say(f"Taken back: {', '.join(str(mv) for mv in taken)}" if taken else "Game reopened.")
+            self.show_board()
+        elif word == "hint":
+            self.say("Hint:")
+            self.say(thinking_text(s.hint(), "your view"))
+        elif word == "draw":
+            accepted, score = s.offer_draw()
+            verdict = "accepts" if accepted else "declines"
+            self.say(f"The engine {verdict} the draw (it expects to score {100 * score:.0f}%).")
+        elif word == "resign":
+            s.resign()
+            self.say("You resign.")
+        elif word == "level":
+            if rest not in LEVELS:
+                self.say(f"unknown level {rest!r}; levels: {', '.join(LEVELS)}")
+            else:
+                s.level, s.budget = rest, budget_for(rest)
+                self.say(f"Level {rest}: {s.budget} per move.")
+        elif not word:
+            pass
+        elif s.over:
+            self.say(f"The game is over ({s.status()}). Type undo, save [FILE] or quit.")
+        else:
+            move = s.play_text(line)
+            self.say(f"You play {move}")
+        return True
+
+    def loop(self, lines: TextIO) -> None:
+        s = self.session
+        self.show_board()
+        reported_end = False
+        while True:
+            if s.engine_to_move:
+                self.engine_turn()
+                self.show_board()
+                continue
+            if s.over and not reported_end:
+                self.show_board()
+                self.say(f"Game over: {s.status()}")
+                self.save()
+                self.say("Type undo to take back, save FILE to save elsewhere, or quit.")
+                reported_end = True
+            elif not s.over:
+                reported_end = False
+            self.out.write(f"{'game over' if s.over else 'your move'}> ")
+            self.out.flush()
+            line = lines.readline()
+            if not line:  # end of input
+                break
+            try:
+                if not self.command(line):
+                    break
+            except (NotationError, PlayError, EngineError) as exc:
+                self.say(str(exc))
+        if self.unsaved():
+            self.save()
+
+
+def default_save_path() -> Path:
+    return Path(f"checkers-zero-{_dt.datetime.now():%Y%m%d-%H%M%S}.pdn")
+
+
+def run(args: argparse.Namespace) -> int:
+    from zero.play.engine import Engine
+
+    try:
+        budget: Budget = budget_for(args.level, args.sims, args.time)
+        start, moves = load_start(args.fen, args.pdn)
+        engine = Engine.load(args.checkpoint)
+    except (EngineError, PlayError) as exc:
+        print(f"checkers-zero play: {exc}", file=sys.stderr)
+        return 2
+    human_black = args.color == "black"
+    level = args.level or (None if args.sims or args.time else "club")
+    session = HumanGame(engine, human_black, budget, level=level, start=start, moves=moves)
+    ui = TerminalGame(session, Path(args.save) if args.save else default_save_path(), sys.stdout)
+    ui.say(f"You play {side_name(human_black)} against {engine.name} ({level or budget}). "
+           "Type a move such as 11-15, or help.")
+    ui.loop(sys.stdin)
+    return 0
