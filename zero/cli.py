@@ -13,6 +13,7 @@ import sys
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "perft": ("zero.perft", "count move-tree leaves (rules check and speed)"),
+    "selfplay": ("selfplay.selfplay_cli", "self-play actors writing games to a run's replay store"),
     "pdn": ("zero.pdn_cli", "read and check PDN files"),
     "match": ("zero.match", "play a ballot match between two players"),
     "play": ("zero.play.terminal", "play against a checkpoint in the terminal"),

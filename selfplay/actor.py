@@ -1,0 +1,408 @@
+"""One self-play actor: many games in lockstep with one network, finished games into the replay store.
+
+`run_actor(run_dir, actor_id, config, games)` is the whole process (a module-level function, so the
+selfplay command and the loop's supervisor can spawn it). It
+
+* plays `config.games_in_flight` games at once through one `BatchedSearch`: every step evaluates the
+  leaves of all trees in one network batch; a game whose search is complete plays its move at once and
+  starts its next search, so the trees stay busy;
+* chooses per move between a full search (a policy target) and a fast one (playout-cap randomization),
+  mixes Dirichlet noise into full searches' roots, samples by visits at the opening temperature, plays a
+  single legal move without search, resigns below the threshold except in the play-through share of
+  games (where it records who would have resigned, to measure wrong resignations), ends games at
+  `max_plies` as draws flagged max-length;
+* uses the run's current best checkpoint (`RUN/checkpoints/best.json`, kept by the gatekeeper; the
+  shipped checkpoint before there is one) and switches between games: when a newer best appears, new
+  games start with it while the games in flight finish with the network they began with (two network
+  generations side by side, each with its own batch, until the old one has no game left);
+* gives each game its own seed (from the run seed, the actor id and the game's index), which with the
+  checkpoint decides every random choice of the game; the settings are in the run record;
+* stops cleanly: SIGINT (Ctrl-C) stops starting games and finishes those in flight; a second SIGINT or
+  a SIGTERM discards the games in flight. Only whole games are ever appended, and the writer's commit
+  makes them visible atomically, so the store never holds half a game.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from selfplay.records import POLICY_SLOTS, GameRecord, PositionRows
+from selfplay.search import BatchedSearch, SearchConfig, sample_by_visits, visit_policy
+from zero.encoding import move_action
+from zero.game import Game, Move, Position, RulesConfig, Termination
+
+log = logging.getLogger(__name__)
+
+BEST_FILE = "checkpoints/best.json"  # {"path", "step", "name", ...}, written by train.gating
+
+
+@dataclass
+class SelfPlayConfig:
+    """Settings of self-play actors (the `selfplay` command's --config / --set)."""
+
+    games_in_flight: int = 64  # games per actor searched in lockstep (network batch ~ this x leaves_per_tree)
+    max_plies: int = 300  # longer games end as draws, termination max-length
+    openings: str = ""  # ballot file (relative to the data folder, or absolute); "" = start position only
+    opening_share: float = 0.5  # with a ballot: share of games that begin with one of its openings
+    device: str = "cpu"  # "cpu", "cuda" or "auto" (CUDA when torch sees a GPU)
+    torch_threads: int = 1  # CPU threads per actor for inference
+    checkpoint_poll_seconds: float = 30.0  # how often to look for a newer best checkpoint
+    commit_positions: int = 1024  # replay writer: commit once this many positions are queued
+    commit_seconds: float = 30.0  # ... or once the oldest queued game has waited this long
+    seed: int = 0  # run seed; game seeds derive from it, the actor id and the game index
+    search: SearchConfig = field(default_factory=SearchConfig)
+    rules: RulesConfig = field(default_factory=RulesConfig)
+
+
+@dataclass
+class ActorStats:
+    """What an actor did; sent to the parent as progress and returned at the end."""
+
+    actor_id: int
+    games: int = 0
+    positions: int = 0
+    full_searches: int = 0
+    discarded_games: int = 0
+    resigned: int = 0
+    # Play-through games in which a side would have resigned, and those of them it did not lose.
+    would_resign: int = 0
+    wrong_resignations: int = 0
+    results: dict[str, int] = field(default_factory=lambda: {"black": 0, "white": 0, "draw": 0})
+    checkpoint: str = ""
+    search_seconds: float = 0.0
+    evaluate_seconds: float = 0.0
+    leaves: int = 0
+    elapsed: float = 0.0
+
+
+@dataclass
+class CheckpointInfo:
+    path: Path
+    name: str
+    step: int
+
+
+def current_best(run_dir: Path) -> CheckpointInfo:
+    """The run's best checkpoint per best.json, or the shipped checkpoint before the first promotion."""
+    record_path = run_dir / BEST_FILE
+    if record_path.exists():
+        record = json.loads(record_path.read_text())
+        path = Path(record["path"])
+        if not path.is_absolute():
+            path = run_dir / path
+        return CheckpointInfo(path, str(record.get("name", path.stem)), int(record.get("step", 0)))
+    from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+
+    return CheckpointInfo(DEFAULT_CHECKPOINT, DEFAULT_CHECKPOINT.stem, load_checkpoint(DEFAULT_CHECKPOINT).step)
+
+
+def game_seed(run_seed: int, actor_id: int, index: int) -> int:
+    """Seed of an actor's index-th game: independent streams per (run, actor, game)."""
+    return int(np.random.SeedSequence([run_seed, actor_id, index]).generate_state(1, np.uint32)[0])
+
+
+@dataclass
+class _GameInFlight:
+    game: Game
+    seed: int
+    rng: np.random.Generator
+    opening: str
+    playthrough: bool  # never resigns: measures wrong resignations
+    rows: dict[str, list] = field(default_factory=lambda: {name: [] for name in _ROW_NAMES})
+    full_search: bool = False
+    would_resign_side: int = 0
+    would_resign_ply: int = -1
+
+
+_ROW_NAMES = ("black", "white", "kings", "black_to_move", "no_progress", "repetitions", "ply",
+              "policy_actions", "policy_visits", "full_search", "forced", "root_value")
+
+
+class _Generation:
+    """One network and the games that began with it (a tree slot per game)."""
+
+    def __init__(self, evaluator, checkpoint: CheckpointInfo, config: SelfPlayConfig):
+        self.evaluator = evaluator
+        self.checkpoint = checkpoint
+        self.search = BatchedSearch(config.games_in_flight, config.search, config.rules)
+        self.slots: list[_GameInFlight | None] = [None] * config.games_in_flight
+
+    def in_flight(self) -> int:
+        return sum(s is not None for s in self.slots)
+
+
+class StopRequest:
+    """Set by signal handlers: 'finish' the games in flight, or 'discard' them."""
+
+    def __init__(self) -> None:
+        self.mode: str | None = None
+
+    def install(self, handle_sigint: bool = True) -> None:
+        """SIGUSR1: finish; SIGTERM: discard; SIGINT: finish, the second one discard (or ignored, for a
+        parent that takes Ctrl-C itself and passes its decision on as SIGUSR1 / SIGTERM)."""
+
+        def finish(signum, frame):
+            if self.mode is None:
+                self.mode = "finish"
+                log.info("stop requested: finishing the games in flight")
+            elif signum == signal.SIGINT:
+                self.mode = "discard"
+
+        def discard(signum, frame):
+            self.mode = "discard"
+
+        signal.signal(signal.SIGUSR1, finish)
+        signal.signal(signal.SIGTERM, discard)
+        signal.signal(signal.SIGINT, finish if handle_sigint else signal.SIG_IGN)
+
+
+class Actor:
+    """Self-play in one process; see the module docstring. `load_evaluator(checkpoint_info)` builds the
+    network evaluator (the default loads the checkpoint onto config.device)."""
+
+    def __init__(self, run_dir: str | Path, actor_id: int, config: SelfPlayConfig, games: int | None = None,
+                 load_evaluator: Callable[[CheckpointInfo], object] | None = None,
+                 progress: Callable[[ActorStats], None] | None = None):
+        config.search.validate()
+        self.run_dir = Path(run_dir)
+        self.actor_id = actor_id
+        self.config = config
+        self.games_limit = games
+        self.load_evaluator = load_evaluator or self._load_network
+        self.progress = progress or (lambda stats: None)
+        self.stats = ActorStats(actor_id)
+        self.stop = StopRequest()
+        self._started_games = 0
+        self._first_index = 0  # games this actor committed in earlier runs: their seeds are not reused
+        self._openings = self._load_openings()
+
+    # -- set-up --------------------------------------------------------------------------------------
+    def _load_network(self, info: CheckpointInfo):
+        import torch
+
+        from zero.inference import Evaluator, default_device
+
+        torch.set_num_threads(self.config.torch_threads)
+        device = default_device() if self.config.device == "auto" else self.config.device
+        return Evaluator.from_checkpoint(info.path, device=device)
+
+    def _load_openings(self) -> list:
+        if not self.config.openings:
+            return []
+        from zero.data import require_data_file
+        from zero.match import load_openings
+
+        path = Path(self.config.openings)
+        return load_openings(path if path.is_absolute() else require_data_file(self.config.openings))
+
+    def _new_generation(self) -> _Generation:
+        info = current_best(self.run_dir)
+        log.info("actor %d: using checkpoint %s (step %d)", self.actor_id, info.path, info.step)
+        self.stats.checkpoint = info.name
+        return _Generation(self.load_evaluator(info), info, self.config)
+
+    # -- games ---------------------------------------------------------------------------------------
+    def _may_start_game(self) -> bool:
+        return self.stop.mode is None and (self.games_limit is None or self._started_games < self.games_limit)
+
+    def _start_game(self, gen: _Generation, g: int) -> None:
+        seed = game_seed(self.config.seed, self.actor_id, self._first_index + self._started_games)
+        self._started_games += 1
+        rng = np.random.default_rng(seed)
+        start, opening = Position.initial(), "start"
+        if self._openings and rng.random() < self.config.opening_share:
+            chosen = self._openings[int(rng.integers(len(self._openings)))]
+            start = chosen.start
+            for move in chosen.replay():
+                start = start.play(move)
+            # Ballot moves are man moves: the game can begin after them with nothing lost for the rules.
+            opening = " ".join(chosen.moves)
+        playthrough = rng.random() < self.config.search.resign_playthrough
+        slot = _GameInFlight(Game(start, rules=self.config.rules), seed, rng, opening, playthrough)
+        gen.slots[g] = slot
+        gen.search.set_root(g, slot.game)
+        self._next_search(gen, g)
+
+    def _next_search(self, gen: _Generation, g: int) -> None:
+        """Play forced moves without search, then start the search for the next real choice (or finish)."""
+        slot = gen.slots[g]
+        game = slot.game
+        cfg = self.config.search
+        while True:
+            if game.outcome is None and game.ply >= self.config.max_plies:
+                game.finish(0, Termination.MAX_LENGTH)
+            if game.outcome is not None:
+                self._finish_game(gen, g)
+                return
+            legal = game.legal_moves()
+            if len(legal) > 1:
+                break
+            self._add_row(slot, np.array([move_action(legal[0], game.position.black_to_move)], np.int16),
+                          np.ones(1, np.float32), full=False, forced=True, value=gen.search.root_value(g))
+            self._play(gen, g, legal[0])
+        slot.full_search = bool(slot.rng.random() < cfg.full_search_prob)
+        simulations = cfg.full_simulations if slot.full_search else cfg.fast_simulations
+        noisy = slot.full_search or cfg.noise_in_fast_searches
+        gen.search.start(g, simulations, slot.rng if noisy else None)
+
+    def _play(self, gen: _Generation, g: int, move: Move) -> None:
+        game = gen.slots[g].game
+        game.play(move)
+        gen.search.play(g, move, game)
+
+    def _add_row(self, slot: _GameInFlight, actions: np.ndarray, shares: np.ndarray, full: bool, forced: bool,
+                 value: float) -> None:
+        game, rows = slot.game, slot.rows
+        pos = game.position
+        padded_actions = np.full(POLICY_SLOTS, -1, np.int16)
+        padded_shares = np.zeros(POLICY_SLOTS, np.float32)
+        padded_actions[:len(actions)] = actions
+        padded_shares[:len(shares)] = shares
+        for name, value_ in (("black", pos.black), ("white", pos.white), ("kings", pos.kings),
+                             ("black_to_move", pos.black_to_move), ("no_progress", game.no_progress[-1]),
+                             ("repetitions", game.repetitions()), ("ply", game.ply),
+                             ("policy_actions", padded_actions), ("policy_visits", padded_shares),
+                             ("full_search", full), ("forced", forced), ("root_value", value)):
+            rows[name].append(value_)
+
+    def _move_chosen(self, gen: _Generation, g: int) -> None:
+        """Tree g's search is complete: resign, or record the position and play the chosen move."""
+        slot = gen.slots[g]
+        game, search, cfg = slot.game, gen.search, self.config.search
+        search.stop(g)
+        pos = game.position
+        value = search.root_value(g)
+        if game.ply >= cfg.resign_min_ply and value < cfg.resign_threshold:
+            side = 1 if pos.black_to_move else -1
+            if not slot.playthrough:
+                game.finish(-side, Termination.RESIGNATION)
+                self._finish_game(gen, g)
+                return
+            if slot.would_resign_side == 0:
+                slot.would_resign_side, slot.would_resign_ply = side, game.ply
+        children = search.root_children(g)
+        actions, shares = visit_policy(children, pos.black_to_move)
+        self._add_row(slot, actions, shares, full=slot.full_search, forced=False, value=value)
+        self.stats.full_searches += slot.full_search
+        k = sample_by_visits(children.visits, cfg.temperature_at(game.ply), slot.rng)
+        key = (int(children.move_from[k]), int(children.move_to[k]), int(children.captured[k]))
+        move = next(m for m in game.legal_moves() if (m.from_square - 1, m.to_square - 1, m.captured) == key)
+        self._play(gen, g, move)
+        self._next_search(gen, g)
+
+    def _finish_game(self, gen: _Generation, g: int) -> None:
+        slot = gen.slots[g]
+        gen.slots[g] = None
+        gen.search.stop(g)
+        record = self._record(slot, gen.checkpoint)
+        self.writer.append_game(record)
+        s = self.stats
+        s.games += 1
+        s.positions += record.length
+        s.results[{1: "black", -1: "white", 0: "draw"}[record.winner]] += 1
+        s.resigned += record.termination == Termination.RESIGNATION.value
+        if slot.would_resign_side:
+            s.would_resign += 1
+            s.wrong_resignations += record.winner != -slot.would_resign_side
+        self.progress(s)
+
+    def _record(self, slot: _GameInFlight, checkpoint: CheckpointInfo) -> GameRecord:
+        from zero.pdn import write_game
+
+        game, rows = slot.game, slot.rows
+        n = game.ply
+        positions = PositionRows(
+            black=np.array(rows["black"], np.uint32), white=np.array(rows["white"], np.uint32),
+            kings=np.array(rows["kings"], np.uint32), black_to_move=np.array(rows["black_to_move"], bool),
+            no_progress=np.array(rows["no_progress"], np.int16),
+            repetitions=np.array(rows["repetitions"], np.int8), ply=np.array(rows["ply"], np.int16),
+            policy_actions=np.array(rows["policy_actions"], np.int16).reshape(n, POLICY_SLOTS),
+            policy_visits=np.array(rows["policy_visits"], np.float32).reshape(n, POLICY_SLOTS),
+            full_search=np.array(rows["full_search"], bool), forced=np.array(rows["forced"], bool),
+            root_value=np.array(rows["root_value"], np.float32),
+        )
+        outcome = game.outcome
+        cfg = self.config.search
+        pdn = write_game(game.moves, outcome.pdn_result, start=game.start, tags={
+            "Event": "checkers-zero self-play", "Round": str(slot.seed),
+            "Black": checkpoint.name, "White": checkpoint.name, "Opening": slot.opening,
+            "Termination": outcome.termination.value,
+            "Search": f"full {cfg.full_simulations} p={cfg.full_search_prob} fast {cfg.fast_simulations}",
+        })
+        return GameRecord(
+            positions=positions, winner=outcome.winner, termination=outcome.termination.value, length=n,
+            opening=slot.opening, pdn=pdn, seed=slot.seed, checkpoint=checkpoint.name,
+            model_version=checkpoint.step, would_resign_side=slot.would_resign_side,
+            would_resign_ply=slot.would_resign_ply,
+        )
+
+    def _add_times(self, gen: _Generation) -> None:
+        times = gen.search.times
+        self.stats.search_seconds += times.select + times.expand
+        self.stats.evaluate_seconds += times.evaluate
+        self.stats.leaves += times.leaves
+
+    # -- main loop -----------------------------------------------------------------------------------
+    def run(self) -> ActorStats:
+        from selfplay.replay_buffer import ReplayWriter
+
+        t0 = time.perf_counter()
+        generations = [self._new_generation()]
+        last_poll = time.monotonic()
+        with ReplayWriter(self.run_dir, self.actor_id, commit_positions=self.config.commit_positions,
+                          commit_seconds=self.config.commit_seconds) as self.writer:
+            self._first_index = self.writer.committed_games
+            while True:
+                if self.stop.mode == "discard":
+                    self.stats.discarded_games += sum(gen.in_flight() for gen in generations)
+                    break
+                newest = generations[-1]
+                if time.monotonic() - last_poll > self.config.checkpoint_poll_seconds and self._may_start_game():
+                    last_poll = time.monotonic()
+                    if current_best(self.run_dir).path != newest.checkpoint.path:
+                        newest = self._new_generation()
+                        generations.append(newest)
+                # Refill: new games only in the newest generation, never more than games_in_flight in all.
+                free = self.config.games_in_flight - sum(gen.in_flight() for gen in generations)
+                for g in range(len(newest.slots)):
+                    if free <= 0 or not self._may_start_game():
+                        break
+                    if newest.slots[g] is None:
+                        self._start_game(newest, g)
+                        free -= newest.slots[g] is not None
+                for gen in generations:
+                    if gen is not newest and not gen.in_flight():
+                        self._add_times(gen)
+                generations = [gen for gen in generations if gen is newest or gen.in_flight()]
+                if not any(gen.in_flight() for gen in generations):
+                    break
+                for gen in generations:
+                    gen.search.step(gen.evaluator)
+                    for g in np.flatnonzero(gen.search.complete()):
+                        self._move_chosen(gen, int(g))
+            for gen in generations:
+                self._add_times(gen)
+        self.stats.elapsed = time.perf_counter() - t0
+        self.progress(self.stats)
+        return self.stats
+
+
+def run_actor(run_dir: str, actor_id: int, config: SelfPlayConfig, games: int | None = None,
+              progress_queue=None, handle_sigint: bool = True) -> ActorStats:
+    """Process entry point: play until `games` games are done (None: until stopped by a signal).
+
+    Stop it with SIGUSR1 or SIGINT (finish the games in flight) or SIGTERM (discard them); either way it
+    commits its finished games and exits 0. Progress (ActorStats after every game) goes to progress_queue."""
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s actor {actor_id}: %(message)s")
+    progress = progress_queue.put if progress_queue is not None else None
+    actor = Actor(run_dir, actor_id, config, games, progress=progress)
+    actor.stop.install(handle_sigint)
+    return actor.run()

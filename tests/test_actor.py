@@ -1,0 +1,220 @@
+"""Self-play actors: real games with a tiny network into a real zarr replay store, checkpoint switching,
+resignation bookkeeping, and clean stops on signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from selfplay.actor import Actor, SelfPlayConfig, current_best
+from selfplay.replay_buffer import ReplayReader
+from selfplay.search import SearchConfig
+from zero.checkpoint import save_checkpoint
+from zero.encoding import move_action
+from zero.game import Game
+from zero.network import NetworkConfig, PolicyValueNet
+from zero.pdn import read_pdn_text
+
+TINY = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
+
+
+def _checkpoint(run: Path, name: str, step: int, seed: int) -> Path:
+    torch.manual_seed(seed)
+    return save_checkpoint(run / "checkpoints" / f"{name}.pt", net=PolicyValueNet(TINY), net_config=TINY, step=step)
+
+
+def _promote(run: Path, path: Path, step: int) -> None:
+    # The record train.gating writes.
+    (run / "checkpoints" / "best.json").write_text(json.dumps({"path": str(path), "name": path.stem, "step": step}))
+
+
+def _config(**search) -> SelfPlayConfig:
+    settings = dict(full_simulations=12, fast_simulations=4, full_search_prob=0.5, temperature_plies=6)
+    settings.update(search)
+    return SelfPlayConfig(games_in_flight=3, max_plies=40, checkpoint_poll_seconds=0.0,
+                          search=SearchConfig(**settings))
+
+
+def _games(run: Path):
+    return list(ReplayReader(run).iter_games(positions=True))
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    _promote(tmp_path, _checkpoint(tmp_path, "first", 10, seed=0), 10)
+    return tmp_path
+
+
+def test_actor_games_are_whole_and_consistent(run):
+    stats = Actor(run, 3, _config(), games=5).run()
+    games = _games(run)
+    assert stats.games == len(games) == 5
+    assert sum(g.length for g in games) == stats.positions
+    assert len({g.seed for g in games}) == 5
+    for stored in games:
+        assert stored.actor_id == 3 and stored.checkpoint == "first" and stored.model_version == 10
+        (pdn,) = list(read_pdn_text(stored.pdn))
+        assert pdn.plies == stored.length
+        rows = stored.positions
+        positions = pdn.positions()[:-1]
+        # Every row is the position the PDN game reached at that ply, and its target covers legal actions.
+        assert rows["black"].tolist() == [p.black for p in positions]
+        assert rows["black_to_move"].tolist() == [p.black_to_move for p in positions]
+        assert rows["ply"].tolist() == list(range(stored.length))
+        for k, pos in enumerate(positions):
+            legal = {move_action(m, pos.black_to_move) for m in pos.legal_moves()}
+            used = rows["policy_actions"][k] >= 0
+            assert set(rows["policy_actions"][k][used].tolist()) <= legal
+            assert rows["policy_visits"][k][used].sum() == pytest.approx(1.0, abs=1e-5)
+            assert rows["forced"][k] == (len(pos.legal_moves()) == 1)
+            assert not (rows["forced"][k] and rows["full_search"][k])
+        game = Game(pdn.start, moves=pdn.moves)
+        if stored.termination == "max-length":
+            assert stored.length == 40 and stored.winner == 0
+        else:
+            assert game.outcome is not None and game.outcome.winner == stored.winner
+    full = np.concatenate([g.positions["full_search"] for g in games])
+    assert 0.2 < full.mean() < 0.8  # playout-cap randomization at p = 0.5
+
+
+def test_actor_switches_to_a_new_best_between_games(run):
+    second = _checkpoint(run, "second", 20, seed=1)
+    loaded = []
+
+    def promote_after_first_game(stats):
+        if stats.games == 1:
+            _promote(run, second, 20)
+
+    actor = Actor(run, 0, _config(), games=6, progress=promote_after_first_game)
+    load_network = actor.load_evaluator
+    actor.load_evaluator = lambda info: loaded.append(info.name) or load_network(info)
+    actor.run()
+    assert loaded == ["first", "second"]
+    names = [(g.checkpoint, g.model_version) for g in sorted(_games(run), key=lambda g: g.index)]
+    assert names[0] == ("first", 10) and names[-1] == ("second", 20)
+    # The games that were in flight when the new best appeared finished with the old network, and only
+    # those: at most games_in_flight games used the first checkpoint.
+    assert sum(n == "first" for n, _ in names) <= 3
+    assert current_best(run).path == second
+
+
+def test_resignation_and_play_through(run):
+    # A threshold above 1 means every position is "lost": resign at the first chance, or record it.
+    Actor(run, 0, _config(resign_threshold=1.5, resign_min_ply=4, resign_playthrough=0.0), games=3).run()
+    resigned = _games(run)
+    assert {g.termination for g in resigned} == {"resignation"}
+    for g in resigned:
+        # The side to move at the resignation ply lost; no row for the position it resigned in.
+        assert g.length >= 4 and g.winner == (-1 if g.length % 2 == 0 else 1)
+
+    Actor(run, 1, _config(resign_threshold=1.5, resign_min_ply=4, resign_playthrough=1.0), games=3).run()
+    played_on = [g for g in _games(run) if g.actor_id == 1]
+    assert all(g.termination != "resignation" for g in played_on)
+    assert all(g.would_resign_ply >= 4 and g.would_resign_side == (1 if g.would_resign_ply % 2 == 0 else -1)
+               for g in played_on)
+
+
+def test_seeds_continue_after_a_restart(run):
+    Actor(run, 0, _config(), games=2).run()
+    Actor(run, 0, _config(), games=2).run()
+    assert len({g.seed for g in _games(run)}) == 4
+
+
+def _wait_for(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.fixture
+def restore_signals():
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+@pytest.mark.parametrize("signals,finished_in_flight", [((signal.SIGINT,), True),
+                                                        ((signal.SIGINT, signal.SIGINT), False),
+                                                        ((signal.SIGTERM,), False)])
+def test_signals_finish_or_discard_the_games_in_flight(run, restore_signals, signals, finished_in_flight):
+    sent = []
+
+    def interrupt_after_first_game(stats):
+        if stats.games == 1 and not sent:
+            for sig in signals:
+                os.kill(os.getpid(), sig)
+            sent.append(stats.games)
+
+    actor = Actor(run, 0, _config(), games=None, progress=interrupt_after_first_game)
+    actor.stop.install()
+    stats = actor.run()
+    games = _games(run)
+    assert len(games) == stats.games
+    # Three games were in flight when the signal came: one had just ended, two were still being played.
+    if finished_in_flight:
+        assert stats.games == 3 and stats.discarded_games == 0
+    else:
+        assert stats.games == 1 and stats.discarded_games == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", ["finish", "discard"])
+def test_ctrl_c_stops_the_selfplay_command_cleanly(run, stop):
+    cmd = [sys.executable, "-m", "zero", "selfplay", "--run", str(run), "--actors", "1",
+           "--set", "games_in_flight=4", "--set", "max_plies=60", "--set", "commit_positions=1",
+           "--set", "search.full_simulations=8", "--set", "search.fast_simulations=4"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert _wait_for(lambda: (run / "replay.zarr").exists() and ReplayReader(run).total_games() >= 1, 60), \
+            "no game committed"
+        proc.send_signal(signal.SIGINT)
+        if stop == "discard":
+            time.sleep(0.2)
+            proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert "finishing the games in flight" in output
+    games = _games(run)
+    summary = next(line for line in output.splitlines() if " games, " in line and "positions in" in line)
+    assert summary.startswith(f"{len(games)} games")
+    for stored in games:
+        assert len(stored.positions["ply"]) == stored.length
+        (pdn,) = list(read_pdn_text(stored.pdn))
+        assert pdn.plies == stored.length
+    if stop == "discard":
+        assert "discarding the games in flight" in output
+
+
+@pytest.mark.slow
+def test_actor_process_stops_on_sigterm(run):
+    # The loop's supervisor stops children with SIGTERM: in-flight games are dropped, the rest committed.
+    code = (f"from selfplay.actor import run_actor, SelfPlayConfig; from selfplay.search import SearchConfig; "
+            f"run_actor({str(run)!r}, 5, SelfPlayConfig(games_in_flight=2, commit_positions=1, "
+            f"search=SearchConfig(full_simulations=8, fast_simulations=4)))")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert _wait_for(lambda: (run / "replay.zarr").exists() and ReplayReader(run).total_games() >= 1, 60)
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, output
+    assert all(len(g.positions["ply"]) == g.length for g in _games(run))
