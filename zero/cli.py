@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "play": ("zero.play.terminal", "play against a checkpoint in the terminal"),
     "serve": ("zero.play.server", "play against a checkpoint in the browser (local web page)"),
     "analyze": ("zero.play.analyze", "search a position: top moves, win/draw/loss, principal variation"),
+    "loop": ("train.loop_cli", "the self-play loop: actors, trainer and gating in one resumable command"),
+    "ratings": ("train.ratings_cli", "Elo table of a run's checkpoints against the yardsticks, with a plot"),
 }
 
 

@@ -1,0 +1,231 @@
+"""Gating: candidate checkpoints play the current best; only a winner of the match is promoted.
+
+The gatekeeper owns three files of the run directory, each rewritten atomically:
+- `checkpoints/best.json`: which checkpoint is the current best (actors switch to it between games);
+- `ratings.json`: the pairwise results behind every rating (train.ratings);
+- `gating.jsonl`: one line per decided candidate (append-only; a torn last line is ignored on reading).
+Every match is saved as PDN under `matches/`. A match interrupted by a crash is simply replayed: its games
+enter the ratings only once the match is decided, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from selfplay.search import SearchConfig
+from train.arena import NetworkPlayer, play_lockstep_match
+from train.ratings import YARDSTICKS, PlayerInfo, RatingsTable
+from train.sprt import PairSprt, SprtConfig
+from zero.checkpoint import load_checkpoint
+from zero.config import atomic_write_bytes
+from zero.data import require_data_file
+from zero.game import RulesConfig
+from zero.inference import Evaluator
+from zero.match import MatchResult, load_openings
+from zero.players import make_player
+
+log = logging.getLogger(__name__)
+
+BEST_FILE = "checkpoints/best.json"
+RATINGS_FILE = "ratings.json"
+GATING_LOG = "gating.jsonl"
+MATCH_DIR = "matches"
+
+
+@dataclass
+class GatingConfig:
+    """Fixed search settings for every gating and rating game (no noise, most visited move)."""
+
+    simulations: int = 64  # root visits per move for both networks
+    parallel_games: int = 48  # games in flight (their leaves share one network batch)
+    max_plies: int = 300  # longer games are draws flagged as truncated
+    openings: str = "openings/acf_3move_144.txt"  # relative to the data folder, or an absolute path
+    sprt: SprtConfig = field(default_factory=SprtConfig)
+    # Rating games against each yardstick for every decided candidate (half with each colour).
+    rating_games: int = 12
+    rating_yardsticks: list[str] = field(default_factory=lambda: ["alphabeta:2", "alphabeta:4", "alphabeta:6"])
+    # Games between neighbouring yardsticks, played once per run, that pin the yardsticks to the anchor.
+    calibration_games: int = 24
+    device: str = "auto"  # "auto", "cpu" or "cuda"
+    seed: int = 7
+
+
+def _openings(cfg: GatingConfig):
+    path = Path(cfg.openings)
+    return load_openings(path if path.is_absolute() else require_data_file(cfg.openings))
+
+
+def read_best(run_dir: Path) -> dict | None:
+    """The best-checkpoint record ({"path", "step", "name", ...}), or None before the first promotion."""
+    path = run_dir / BEST_FILE
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def write_best(run_dir: Path, checkpoint: Path, step: int, reason: str) -> None:
+    record = {
+        "path": str(checkpoint.resolve()),
+        "name": checkpoint.stem,
+        "step": step,
+        "promoted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "reason": reason,
+    }
+    atomic_write_bytes(run_dir / BEST_FILE, json.dumps(record, indent=1).encode())
+
+
+def read_gating_log(run_dir: Path) -> list[dict]:
+    path = run_dir / GATING_LOG
+    if not path.exists():
+        return []
+    entries = []
+    for line in path.read_text().splitlines():
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a line torn by a crash: the decision it held was not completed
+    return entries
+
+
+def _append_gating_log(run_dir: Path, entry: dict) -> None:
+    entries = read_gating_log(run_dir) + [entry]
+    atomic_write_bytes(run_dir / GATING_LOG, "".join(json.dumps(e) + "\n" for e in entries).encode())
+
+
+class GatingInterrupted(Exception):
+    """The gatekeeper was asked to stop in the middle of a match (nothing of the match was recorded)."""
+
+
+class Gatekeeper:
+    """Decides candidates one at a time; state lives in the run directory only."""
+
+    def __init__(self, run_dir: Path, cfg: GatingConfig, rules: RulesConfig = RulesConfig(),
+                 should_stop: Callable[[], bool] = lambda: False):
+        self.run_dir = Path(run_dir)
+        self.cfg = cfg
+        self.rules = rules
+        self.should_stop = should_stop
+        self.openings = _openings(cfg)
+        self.device = None if cfg.device == "auto" else cfg.device
+        self.search = SearchConfig(leaves_per_tree=1)
+        self.ratings_path = self.run_dir / RATINGS_FILE
+
+    # -- ratings -----------------------------------------------------------------------------------------
+    def _ratings(self) -> RatingsTable:
+        table = RatingsTable.load(self.ratings_path)
+        for name in YARDSTICKS:
+            table.add_player(PlayerInfo(name, "yardstick"))
+        return table
+
+    def calibrate_yardsticks(self) -> None:
+        """Neighbouring yardsticks play each other once per run, tying them to the random anchor."""
+        table = self._ratings()
+        for weaker, stronger in zip(YARDSTICKS, YARDSTICKS[1:]):
+            if table.results.get("|".join(sorted((weaker, stronger)))):
+                continue
+            result = self._match(make_player(stronger, self.cfg.seed), make_player(weaker, self.cfg.seed + 1),
+                                 self.cfg.seed, self.cfg.calibration_games, self.cfg.calibration_games)
+            self._save_match(result, f"calibration-{stronger}-vs-{weaker}".replace(":", ""))
+            table = self._ratings()
+            table.add_results(stronger, weaker, result.wins, result.draws, result.losses)
+            table.save(self.ratings_path)
+            log.info("calibration %s vs %s: +%d =%d -%d", stronger, weaker, result.wins, result.draws, result.losses)
+
+    def rate(self, checkpoint: Path, step: int) -> None:
+        """Rating games of a checkpoint against the yardsticks."""
+        player = self._network_player(checkpoint)
+        table = self._ratings()
+        table.add_player(PlayerInfo(player.name, "checkpoint", step, str(checkpoint)))
+        for spec in self.cfg.rating_yardsticks:
+            result = self._match(player, make_player(spec, self.cfg.seed), self.cfg.seed + step,
+                                 self.cfg.rating_games, self.cfg.rating_games)
+            self._save_match(result, f"rating-{player.name}-vs-{spec}".replace(":", ""))
+            table.add_results(player.name, spec, result.wins, result.draws, result.losses)
+        table.save(self.ratings_path)
+
+    # -- gating ------------------------------------------------------------------------------------------
+    def _network_player(self, checkpoint: Path) -> NetworkPlayer:
+        evaluator = Evaluator(load_checkpoint(checkpoint).build_network(), self.device)
+        return NetworkPlayer(checkpoint.stem, evaluator, self.cfg.simulations, self.search)
+
+    def _match(self, a, b, seed: int, games: int | None, parallel: int, **kwargs) -> MatchResult:
+        """A lockstep match that aborts (raising GatingInterrupted) when the gatekeeper must stop."""
+        user_stop = kwargs.pop("should_stop", lambda _: False)
+        result = play_lockstep_match(
+            a, b, self.openings, self.rules, self.cfg.max_plies, seed, games=games, parallel=parallel,
+            should_stop=lambda r: self.should_stop() or user_stop(r), **kwargs,
+        )
+        if self.should_stop():
+            raise GatingInterrupted()
+        return result
+
+    def _save_match(self, result: MatchResult, name: str) -> Path:
+        path = self.run_dir / MATCH_DIR / f"{name}.pdn"
+        text = "\n".join(g.pdn(event=f"{result.a} vs {result.b}") for g in result.games)
+        atomic_write_bytes(path, text.encode())
+        return path
+
+    def gate(self, candidate: Path, candidate_step: int, best: Path) -> dict:
+        """Play candidate against best until the SPRT decides; promote on success. Returns the log entry."""
+        cand_player = self._network_player(candidate)
+        best_player = self._network_player(best)
+        sprt = PairSprt(self.cfg.sprt)
+        pending: dict[int, list[float]] = {}
+
+        def on_game(record, result: MatchResult) -> None:
+            i = len(result.games) - 1
+            pending.setdefault(result.opening_index[i], []).append(result.points_for_a(i))
+            if len(pending[result.opening_index[i]]) == 2:
+                sprt.add_pair(sum(pending.pop(result.opening_index[i])))
+
+        started = time.time()
+        result = self._match(cand_player, best_player, self.cfg.seed + candidate_step, None,
+                             self.cfg.parallel_games, on_game=on_game,
+                             should_stop=lambda _: sprt.decision() is not None)
+        decision = sprt.decision() or ("promote" if sprt.elo_interval()[1] > self.cfg.sprt.elo0 else "reject")
+        pdn_path = self._save_match(result, f"gate-{cand_player.name}-vs-{best_player.name}")
+        elo, low, high = sprt.elo_interval() if sprt.pair_scores else (0.0, 0.0, 0.0)
+        table = self._ratings()
+        table.add_player(PlayerInfo(cand_player.name, "checkpoint", candidate_step, str(candidate)))
+        best_step = load_checkpoint(best).step
+        table.add_player(PlayerInfo(best_player.name, "checkpoint", best_step, str(best)))
+        table.add_results(cand_player.name, best_player.name, result.wins, result.draws, result.losses)
+        table.save(self.ratings_path)
+        entry = {
+            "candidate": str(candidate), "candidate_step": candidate_step, "best": str(best),
+            "decision": decision, "games": len(result.games), "wins": result.wins, "draws": result.draws,
+            "losses": result.losses, "pairs": len(sprt.pair_scores), "llr": round(sprt.llr(), 3),
+            "elo": round(elo, 1), "elo_ci95": [round(low, 1), round(high, 1)], "pdn": str(pdn_path),
+            "seconds": round(time.time() - started, 1),
+        }
+        self.rate(candidate, candidate_step)
+        if decision == "promote":
+            write_best(self.run_dir, candidate, candidate_step, f"won gating match {pdn_path.name}")
+        _append_gating_log(self.run_dir, entry)
+        return entry
+
+    def ensure_rated(self, checkpoint: Path) -> None:
+        """Calibrate the yardsticks and rate a checkpoint (the run's first best) unless done already."""
+        self.calibrate_yardsticks()
+        if checkpoint.stem not in self._ratings().players:
+            self.rate(checkpoint, load_checkpoint(checkpoint).step)
+
+    def skip(self, candidate: Path, step: int) -> None:
+        """Record a candidate that was superseded by a newer one before its turn came."""
+        _append_gating_log(self.run_dir, {"candidate": str(candidate), "candidate_step": step,
+                                          "decision": "skipped"})
+
+    def pending_candidates(self, candidate_dir: Path) -> list[tuple[int, Path]]:
+        """Candidates not yet decided, oldest first."""
+        decided = {e["candidate"] for e in read_gating_log(self.run_dir)}
+        found = []
+        for path in sorted(candidate_dir.resolve().glob("candidate-*.pt")):
+            if str(path) not in decided:
+                found.append((int(path.stem.rsplit("-", 1)[1]), path))
+        return sorted(found)
+

@@ -1,0 +1,247 @@
+"""The self-play loop: self-play actors, trainer and gatekeeper in one resumable command.
+
+The command is a supervisor: it writes (or checks) the run's config, starts each role in its own process,
+restarts any that crash, prints a status line, and on Ctrl-C stops everything cleanly. Every role keeps
+its state in the run directory, so after any crash (or a SIGKILL of everything) the same command resumes:
+actors append after their last committed game, the trainer continues from its last saved state with its
+optimizer and its count of samples drawn, and the gatekeeper replays an undecided match.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from selfplay.actor import SelfPlayConfig, run_actor
+from selfplay.replay_buffer import ReplayReader
+from train.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_best, read_gating_log, write_best
+from train.ratings import RatingsTable
+from train.supervisor import Supervisor
+from train.trainer import CANDIDATE_DIR, Trainer, TrainerConfig
+from zero.checkpoint import DEFAULT_CHECKPOINT, CheckpointError, load_checkpoint
+from zero.config import ConfigError, atomic_write_bytes, load_config, save_config, to_dict, write_run_record
+
+log = logging.getLogger("checkers_zero.loop")
+
+CONFIG_FILE = "loop-config.toml"
+STATUS_DIR = "status"
+
+
+@dataclass
+class LoopConfig:
+    """Everything a run needs; stored as RUN/loop-config.toml on the first start and reused on resume."""
+
+    initial_checkpoint: str = ""  # "" = the shipped checkpoint (checkpoints/oca-small.pt)
+    actors: int = 1  # self-play processes (one core each on a CPU machine; more on a GPU machine)
+    status_seconds: float = 15.0  # how often the status line is printed (and logged to wandb)
+    wandb: bool = False  # log to wandb (offline: no account needed; `wandb sync` uploads later)
+    wandb_mode: str = "offline"
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    gating: GatingConfig = field(default_factory=GatingConfig)
+
+
+# ---------------------------------------------------------------------------------------------- roles
+
+def trainer_role(run_dir: str, cfg: LoopConfig, initial: str) -> None:
+    status = Path(run_dir) / STATUS_DIR / "trainer.json"
+    trainer = Trainer(Path(run_dir), cfg.trainer, Path(initial))
+    last = [0.0]
+
+    def on_step(step: int, metrics: dict) -> None:
+        if time.time() - last[0] > 5:
+            last[0] = time.time()
+            _write_status(status, {"step": step, "samples_drawn": trainer.samples_drawn, **metrics})
+
+    trainer.run(on_step=on_step)
+    _write_status(status, {"step": trainer.step, "samples_drawn": trainer.samples_drawn, "stopped": True})
+
+
+def gatekeeper_role(run_dir: str, cfg: LoopConfig, initial: str) -> None:
+    stop = {"now": False}
+
+    def request_stop(*_):
+        stop["now"] = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, request_stop)
+    run = Path(run_dir)
+    keeper = Gatekeeper(run, cfg.gating, cfg.selfplay.rules, should_stop=lambda: stop["now"])
+    try:
+        keeper.ensure_rated(Path(read_best(run)["path"]))
+        while not stop["now"]:
+            pending = keeper.pending_candidates(run / CANDIDATE_DIR)
+            if not pending:
+                time.sleep(5)
+                continue
+            # Only the newest candidate is worth a match; older ones are recorded as skipped.
+            for step, path in pending[:-1]:
+                keeper.skip(path, step)
+            step, path = pending[-1]
+            best = Path(read_best(run)["path"])
+            entry = keeper.gate(path, step, best)
+            log.info("gating %s vs %s: %s", path.name, best.name, entry["decision"])
+    except GatingInterrupted:
+        log.info("gatekeeper stopped during a match; it will be replayed on resume")
+
+
+def actor_role(run_dir: str, cfg: LoopConfig, actor_id: int) -> None:
+    run_actor(run_dir, actor_id, cfg.selfplay)
+
+
+def _write_status(path: Path, data: dict) -> None:
+    atomic_write_bytes(path, json.dumps(data).encode())
+
+
+# --------------------------------------------------------------------------------------------- status
+
+def status_snapshot(run: Path) -> dict:
+    """What the status line shows, read from the run directory alone."""
+    reader = ReplayReader(run)
+    snap: dict = {"games": reader.total_games(), "positions": reader.total_positions()}
+    trainer_status = run / STATUS_DIR / "trainer.json"
+    if trainer_status.exists():
+        try:
+            snap["trainer"] = json.loads(trainer_status.read_text())
+        except json.JSONDecodeError:
+            pass
+    best = read_best(run)
+    if best:
+        snap["best"] = best["name"]
+        snap["best_step"] = best["step"]
+    gates = [g for g in read_gating_log(run) if g["decision"] != "skipped"]
+    if gates:
+        snap["last_gate"] = gates[-1]
+        snap["promotions"] = sum(1 for g in gates if g["decision"] == "promote")
+    table_path = run / "ratings.json"
+    if table_path.exists() and best:
+        ratings = RatingsTable.load(table_path).fit()
+        if best["name"] in ratings:
+            snap["best_elo"] = ratings[best["name"]].elo
+            snap["best_elo_ci95"] = ratings[best["name"]].ci95
+    return snap
+
+
+def format_status(snap: dict, elapsed: float) -> str:
+    parts = [f"[{elapsed / 60:6.1f} min]", f"games {snap['games']}", f"positions {snap['positions']}"]
+    tr = snap.get("trainer")
+    if tr:
+        parts.append(f"step {tr.get('step', 0)}")
+        if "loss" in tr:
+            parts.append(f"loss {tr['loss']:.3f}")
+    if "best" in snap:
+        elo = f" ({snap['best_elo']:.0f}±{snap['best_elo_ci95']:.0f} Elo)" if "best_elo" in snap else ""
+        parts.append(f"best {snap['best']}{elo}")
+    gate = snap.get("last_gate")
+    if gate:
+        parts.append(f"last gate {Path(gate['candidate']).stem}: {gate['decision']} "
+                     f"+{gate['wins']}={gate['draws']}-{gate['losses']}")
+    if "promotions" in snap:
+        parts.append(f"promotions {snap['promotions']}")
+    return " | ".join(parts)
+
+
+# -------------------------------------------------------------------------------------------- command
+
+def resolve_config(run: Path, config_file: str | None, overrides: list[str]) -> LoopConfig:
+    """A new run takes defaults + file + overrides; a resumed run takes its stored config (+ overrides)."""
+    stored = run / CONFIG_FILE
+    if stored.exists() and config_file is None:
+        return load_config(LoopConfig, stored, overrides)
+    return load_config(LoopConfig, config_file, overrides)
+
+
+def run_loop(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
+    run_dir = Path(args.run)
+    overrides = list(args.overrides)
+    if args.actors is not None:
+        overrides.append(f"actors={args.actors}")
+    if args.wandb:
+        overrides.append("wandb=true")
+    try:
+        cfg = resolve_config(run_dir, args.config, overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    initial = Path(cfg.initial_checkpoint or DEFAULT_CHECKPOINT)
+    try:
+        initial_step = load_checkpoint(initial).step
+    except CheckpointError as exc:
+        print(f"error: initial checkpoint: {exc}", file=sys.stderr)
+        return 2
+    resumed = (run_dir / CONFIG_FILE).exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if read_best(run_dir) is None:
+        # Before any promotion the run's best is its starting checkpoint; actors read this file.
+        write_best(run_dir, initial, initial_step, "initial checkpoint of the run")
+    (run_dir / "logs").mkdir(exist_ok=True)
+    save_config(cfg, run_dir / CONFIG_FILE)
+    write_run_record(run_dir / "logs", cfg, {"selfplay": cfg.selfplay.seed, "trainer": cfg.trainer.seed,
+                                             "gating": cfg.gating.seed}, name=f"loop-{int(time.time())}")
+    log.info("%s run %s from %s with %d actor(s)", "resuming" if resumed else "starting", run_dir, initial, cfg.actors)
+
+    sup = Supervisor(log_dir=str(run_dir / "logs"))
+    for a in range(cfg.actors):
+        sup.add(f"actor-{a}", actor_role, str(run_dir), cfg, a)
+    sup.add("trainer", trainer_role, str(run_dir), cfg, str(initial))
+    sup.add("gatekeeper", gatekeeper_role, str(run_dir), cfg, str(initial))
+
+    wb = None
+    if cfg.wandb:
+        os.environ.setdefault("WANDB_SILENT", "true")
+        import wandb
+
+        wb = wandb.init(project="checkers-zero", dir=str(run_dir), mode=cfg.wandb_mode, config=to_dict(cfg),
+                        name=run_dir.name, id=run_dir.name.replace("/", "-"), resume="allow")
+
+    stop = {"now": False}
+
+    def request_stop(*_):
+        stop["now"] = True
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    started = time.time()
+    sup.start_all()
+    last_status = 0.0
+    try:
+        while not stop["now"]:
+            for event in sup.check():
+                log.info(event)
+            if sup.all_done({r.name for r in sup.roles if r.name.startswith("actor-")}) and cfg.actors:
+                log.info("all actors finished their games")
+                break
+            if args.minutes is not None and time.time() - started > args.minutes * 60:
+                log.info("time limit reached")
+                break
+            if time.time() - last_status >= cfg.status_seconds:
+                last_status = time.time()
+                snap = status_snapshot(run_dir)
+                log.info(format_status(snap, time.time() - started))
+                if wb is not None:
+                    wb.log(_flat_status(snap), step=int(snap.get("trainer", {}).get("step", 0)))
+            time.sleep(1.0)
+    finally:
+        log.info("stopping: waiting for every process to save its state")
+        sup.stop_all()
+        snap = status_snapshot(run_dir)
+        log.info(format_status(snap, time.time() - started))
+        if wb is not None:
+            wb.finish()
+    return 0
+
+
+def _flat_status(snap: dict) -> dict:
+    out = {k: v for k, v in snap.items() if isinstance(v, (int, float))}
+    for k, v in snap.get("trainer", {}).items():
+        if isinstance(v, (int, float)):
+            out[f"trainer/{k}"] = v
+    return out
