@@ -179,3 +179,15 @@ def fill_legal_mask(actions, n, mask):
     mask[:] = False
     for k in range(n):
         mask[actions[k]] = True
+
+
+@njit(cache=True)
+def legal_mask_batch(black, white, kings, black_to_move, masks):
+    """masks[i] (bool [NUM_ACTIONS]) = the legal actions of position i; rebuilt from the board, so datasets
+    need not store 1024 flags per position."""
+    moves = np.zeros((movegen.BUFFER_ROWS, movegen.MOVE_FIELDS), dtype=np.int64)
+    actions = np.zeros(movegen.MAX_MOVES, dtype=np.int64)
+    for i in range(black.shape[0]):
+        n = legal_action_array(np.int64(black[i]), np.int64(white[i]), np.int64(kings[i]), bool(black_to_move[i]),
+                               moves, actions)
+        fill_legal_mask(actions, n, masks[i])
