@@ -44,6 +44,7 @@ import fcntl
 import math
 import os
 import time
+import warnings
 from collections.abc import Iterator
 import dataclasses
 from dataclasses import dataclass, fields
@@ -219,10 +220,10 @@ class _ChunkedColumns:
 
 
 def _open_root(path: Path) -> zarr.Group:
-    root = zarr.open_group(path, mode="a", zarr_format=3)
-    if "schema" not in root.attrs:
-        # Several actors may create the store at once: each writes the same attributes, so any order is fine.
-        root.attrs.update({"schema": SCHEMA, "policy_slots": POLICY_SLOTS})
+    # The attributes go into the root's first zarr.json (a reader never sees the root without them), and
+    # several actors creating the store at once all write the same file, so any order is fine.
+    root = zarr.open_group(path, mode="a", zarr_format=3,
+                           attributes={"schema": SCHEMA, "policy_slots": POLICY_SLOTS})
     _check_schema(root, path)
     return root
 
@@ -534,7 +535,12 @@ class ReplayReader:
         _check_schema(root, self.path)
         if "actors" not in root:
             return
-        for name in root["actors"].group_keys():
+        with warnings.catch_warnings():
+            # An actor creating its group right now shows as a folder without zarr.json yet: zarr warns and
+            # skips it, and so do we (its games show at a later refresh).
+            warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr hierarchy")
+            names = list(root["actors"].group_keys())
+        for name in names:
             state = self._actors.setdefault(int(name), _ActorState(int(name)))
             base = self.path / "actors" / name
             commit = zarr.open_group(base, mode="r").attrs.get("commit")

@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "perft": ("zero.perft", "count move-tree leaves (rules check and speed)"),
     "selfplay": ("selfplay.selfplay_cli", "self-play actors writing games to a run's replay store"),
     "pretrain": ("train.pretrain_cli", "build an expert-game dataset from PDN and pretrain the network on it"),
+    "replay": ("selfplay.replay_cli", "replay store of a run: stats, export games as PDN"),
     "pdn": ("zero.pdn_cli", "read and check PDN files"),
     "match": ("zero.match", "play a ballot match between two players"),
     "play": ("zero.play.terminal", "play against a checkpoint in the terminal"),

@@ -1,0 +1,338 @@
+"""Replay store: round trip, commit visibility, sampling window, concurrent reading, SIGKILL safety, CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from selfplay.random_records import random_game_record
+from selfplay.records import POLICY_SLOTS, GameRecord
+from selfplay.replay_buffer import (
+    ReplayError,
+    ReplayReader,
+    ReplayWriter,
+    game_id_of,
+    split_game_id,
+    store_path,
+)
+
+ROW_FIELDS = ("black", "white", "kings", "black_to_move", "no_progress", "repetitions", "ply", "policy_actions",
+              "policy_visits", "full_search", "forced", "root_value")
+SHORT = 40  # plies: short random games keep the tests quick
+
+
+def record(seed: int, **kwargs) -> GameRecord:
+    return random_game_record(seed, max_plies=kwargs.pop("max_plies", SHORT), **kwargs)
+
+
+def assert_same_game(stored, expected: GameRecord, actor_id: int, index: int) -> None:
+    back = stored.to_record()
+    for name in ROW_FIELDS:
+        np.testing.assert_array_equal(getattr(back.positions, name), getattr(expected.positions, name), err_msg=name)
+    for field in ("winner", "termination", "length", "opening", "pdn", "seed", "checkpoint", "model_version",
+                  "would_resign_side", "would_resign_ply"):
+        assert getattr(back, field) == getattr(expected, field), field
+    assert stored.game_id == game_id_of(actor_id, index) and stored.actor_id == actor_id
+    rows = stored.positions
+    np.testing.assert_array_equal(rows["result"], expected.results_for_side_to_move())
+    assert (rows["game_id"] == stored.game_id).all() and (rows["actor_id"] == actor_id).all()
+    assert (rows["seed"] == expected.seed).all() and (rows["model_version"] == expected.model_version).all()
+
+
+def test_round_trip_across_chunks_actors_and_restarts(tmp_path):
+    records = {0: [record(s, model_version=3, checkpoint="ckpt-3") for s in range(12)],
+               7: [record(100 + s, max_plies=120) for s in range(6)]}
+    # Tiny chunks: games straddle chunk boundaries and arrays grow many times.
+    with ReplayWriter(tmp_path, 0, commit_positions=1, chunk_rows=16, chunk_games=3) as w:
+        ids = [w.append_game(r) for r in records[0][:5]]
+    assert ids == [game_id_of(0, k) for k in range(5)]
+    with ReplayWriter(tmp_path, 7, commit_positions=150) as w:
+        for r in records[7]:
+            w.append_game(r)
+    with ReplayWriter(tmp_path, 0, commit_positions=70) as w:  # reopened: continues after game 5
+        assert w.committed_games == 5
+        assert [w.append_game(r) for r in records[0][5:]] == [game_id_of(0, k) for k in range(5, 12)]
+
+    reader = ReplayReader(tmp_path)
+    assert reader.actor_ids() == [0, 7]
+    assert reader.total_games() == 18
+    assert reader.total_positions() == sum(r.length for rs in records.values() for r in rs)
+    seen = {0: 0, 7: 0}
+    for stored in reader.iter_games(positions=True):
+        k = seen[stored.actor_id]
+        assert_same_game(stored, records[stored.actor_id][k], stored.actor_id, k)
+        seen[stored.actor_id] += 1
+    assert seen == {0: 12, 7: 6}
+
+
+def test_game_ids_encode_actor_and_index():
+    assert split_game_id(game_id_of(12345, 987654321)) == (12345, 987654321)
+
+
+def test_queued_games_are_invisible_until_committed(tmp_path):
+    writer = ReplayWriter(tmp_path, 1, commit_positions=10**9, commit_seconds=3600)
+    for s in range(3):
+        writer.append_game(record(s))
+    reader = ReplayReader(tmp_path)
+    assert reader.total_games() == 0 and writer.pending_games == 3 and writer.committed_games == 0
+    writer.flush()
+    reader.refresh()
+    assert reader.total_games() == 3
+    assert reader.positions_committed() == writer.committed_positions
+    writer.append_game(record(3))
+    writer.close()  # close commits the queue
+    reader.refresh()
+    assert reader.total_games() == 4
+
+
+def test_refuses_bad_records_with_a_clear_error(tmp_path):
+    good = record(5)
+    n = good.length
+    with ReplayWriter(tmp_path, 0, commit_positions=1) as w:
+        wide = np.full((n, POLICY_SLOTS + 6), -1, np.int16)
+        wide[0, :POLICY_SLOTS + 1] = np.arange(POLICY_SLOTS + 1)
+        too_many = dataclasses.replace(good, positions=dataclasses.replace(
+            good.positions, policy_actions=wide, policy_visits=np.zeros(wide.shape, np.float32)))
+        with pytest.raises(ReplayError, match="more than POLICY_SLOTS"):
+            w.append_game(too_many)
+        with pytest.raises(ReplayError, match="length"):
+            w.append_game(dataclasses.replace(good, length=n + 1))
+        # Wider arrays whose extra slots are padding are accepted; used slots are kept wherever they were.
+        wide = np.full((n, POLICY_SLOTS + 6), -1, np.int16)
+        wide_visits = np.zeros(wide.shape, np.float32)
+        wide[:, 3], wide[:, POLICY_SLOTS + 2] = 10, 20
+        wide_visits[:, 3], wide_visits[:, POLICY_SLOTS + 2] = 0.25, 0.75
+        w.append_game(dataclasses.replace(good, positions=dataclasses.replace(
+            good.positions, policy_actions=wide, policy_visits=wide_visits)))
+        assert w.committed_games == 1
+    stored = next(ReplayReader(tmp_path).iter_games(positions=True))
+    assert (stored.positions["policy_actions"][:, :2] == [10, 20]).all()
+    assert (stored.positions["policy_visits"][:, :2] == [0.25, 0.75]).all()
+    assert (stored.positions["policy_actions"][:, 2:] == -1).all()
+
+
+def test_one_writer_per_actor(tmp_path):
+    with ReplayWriter(tmp_path, 2):
+        with pytest.raises(ReplayError, match="another process"):
+            ReplayWriter(tmp_path, 2)
+        ReplayWriter(tmp_path, 3).close()  # other actors are fine
+    ReplayWriter(tmp_path, 2).close()  # and the actor is free again once closed
+
+
+def test_sampling_is_uniform_over_the_newest_window(tmp_path):
+    writers = {a: ReplayWriter(tmp_path, a, commit_positions=1) for a in (0, 1, 2)}
+    for k in range(18):  # actors take turns, so the newest positions mix all of them
+        writers[k % 3].append_game(record(500 + k))
+    for w in writers.values():
+        w.close()
+    reader = ReplayReader(tmp_path)
+    games = sorted(reader.iter_games(), key=lambda g: (g.commit_time, g.actor_id, g.index))
+    window = 300
+    expected: list[tuple[int, int]] = []  # (game id, ply) of the newest `window` positions
+    for game in reversed(games):
+        for ply in reversed(range(game.length)):
+            if len(expected) < window:
+                expected.append((game.game_id, ply))
+    assert len(expected) == window < reader.total_positions()
+
+    draws = 300_000
+    batch = reader.sample(draws, window, np.random.default_rng(7))
+    keys = batch["game_id"] * 1000 + batch["ply"]
+    allowed = np.array([g * 1000 + p for g, p in expected])
+    assert np.isin(keys, allowed).all(), "sampled a position outside the window"
+    counts = np.array([np.count_nonzero(keys == key) for key in allowed])
+    mean = draws / window
+    chi2 = ((counts - mean) ** 2 / mean).sum()
+    # Chi-square with 299 degrees of freedom: mean 299, sd 24.5; 450 is six sd out.
+    assert chi2 < 450, chi2
+    assert counts.min() > 0
+    # Rows are whole: each sampled row is the stored row of that game and ply.
+    by_id = {g.game_id: g for g in reader.iter_games(positions=True)}
+    for i in range(0, draws, 9973):
+        rows = by_id[int(batch["game_id"][i])].positions
+        ply = int(batch["ply"][i])
+        for name in ("black", "white", "kings", "policy_actions", "policy_visits", "result"):
+            np.testing.assert_array_equal(batch[name][i], rows[name][ply])
+
+    whole = reader.sample(20_000, 10**9, np.random.default_rng(1))  # a window beyond the store: everything
+    assert len(np.unique(whole["game_id"])) == 18
+
+
+def test_sample_on_an_empty_store_says_so(tmp_path):
+    reader = ReplayReader(tmp_path)
+    assert reader.total_games() == 0 and reader.positions_committed() == 0
+    with pytest.raises(ReplayError, match="no committed positions"):
+        reader.sample(4, 100, np.random.default_rng(0))
+
+
+# A writer process: appends the games of seeds BASE, BASE+1, ... (continuing after what is committed), one
+# commit per game, and prints the committed count after each commit. Tiny chunks make it resize and rewrite
+# chunks all the time, so a kill lands in every phase of the protocol.
+WRITER_SCRIPT = """
+import sys
+from selfplay.random_records import random_game_record
+from selfplay.replay_buffer import ReplayWriter
+run, actor, base, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+writer = ReplayWriter(run, actor, commit_positions=1, chunk_rows=32, chunk_games=4)
+print("ready", writer.committed_games, flush=True)
+while writer.committed_games < limit:
+    writer.append_game(random_game_record(base + writer.committed_games, max_plies=%d))
+    print("committed", writer.committed_games, flush=True)
+writer.close()
+""" % SHORT
+
+
+def start_writer(run: Path, actor: int, base: int, limit: int = 10**6) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    return subprocess.Popen([sys.executable, "-c", WRITER_SCRIPT, str(run), str(actor), str(base), str(limit)],
+                            stdout=subprocess.PIPE, text=True, env=env)
+
+
+def read_line(proc: subprocess.Popen) -> str:
+    line = proc.stdout.readline()
+    assert line, f"writer process ended early (exit {proc.wait()})"
+    return line
+
+
+_expected_records: dict[int, GameRecord] = {}
+
+
+def expected_record(seed: int) -> GameRecord:
+    if seed not in _expected_records:
+        _expected_records[seed] = record(seed)
+    return _expected_records[seed]
+
+
+def check_store(run: Path, actor: int, base: int, at_least: int) -> int:
+    """Every committed game equals the game its seed gives, and nothing uncommitted is visible."""
+    reader = ReplayReader(run)
+    games = list(reader.iter_games(positions=True))
+    assert len(games) == reader.total_games() >= at_least
+    for k, stored in enumerate(games):
+        assert_same_game(stored, expected_record(base + k), actor, k)
+    assert reader.total_positions() == sum(g.length for g in games)
+    if games:
+        batch = reader.sample(512, 10**9, np.random.default_rng(0))
+        assert (batch["game_id"] < game_id_of(actor, len(games))).all()
+    return len(games)
+
+
+def kill_restart_chain(run: Path, delays: tuple[float, ...]) -> None:
+    """SIGKILL a writer after each delay (and at least two commits); after each kill the store is whole and
+    a restarted writer for the same actor continues where the commits stopped."""
+    actor, base = 4, 9000
+    committed = 0
+    rng = np.random.default_rng(len(delays))
+    for delay in delays:
+        proc = start_writer(run, actor, base)
+        try:
+            assert read_line(proc) == f"ready {committed}\n"  # a restart picks up at the last commit
+            logged = committed
+            deadline = time.monotonic() + delay
+            while time.monotonic() < deadline or logged < committed + 2:
+                logged = int(read_line(proc).split()[1])
+            time.sleep(rng.uniform(0, 0.08))  # land anywhere in the next commit
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+        committed = check_store(run, actor, base, at_least=logged)
+
+    proc = start_writer(run, actor, base, limit=committed + 3)
+    assert read_line(proc) == f"ready {committed}\n"
+    proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    assert check_store(run, actor, base, at_least=committed + 3) == committed + 3
+    leftovers = list(store_path(run).rglob("*.partial"))
+    assert not leftovers, leftovers
+
+
+def test_sigkill_while_writing_leaves_committed_games_intact(tmp_path):
+    kill_restart_chain(tmp_path, delays=(0.3,))
+
+
+@pytest.mark.slow
+def test_repeated_sigkills_at_different_moments(tmp_path):
+    kill_restart_chain(tmp_path, delays=(0.0, 0.1, 0.25, 0.5, 0.8, 1.2))
+
+
+def test_reader_follows_writer_processes(tmp_path):
+    """Two actors start on a fresh store at once; a reader samples while they append."""
+    bases, limit = {1: 300, 2: 700}, 8
+    procs = [start_writer(tmp_path, actor, base, limit=limit) for actor, base in bases.items()]
+    reader = ReplayReader(tmp_path)
+    rng = np.random.default_rng(3)
+    last_total = samples = 0
+    try:
+        while any(p.poll() is None for p in procs):
+            reader.refresh()
+            total = reader.positions_committed()
+            assert total >= last_total
+            last_total = total
+            if reader.total_games():
+                batch = reader.sample(64, 200, rng)
+                samples += 1
+                for gid, ply, black, visits in zip(batch["game_id"], batch["ply"], batch["black"],
+                                                   batch["policy_visits"]):
+                    actor, index = split_game_id(int(gid))
+                    expected = expected_record(bases[actor] + index)
+                    assert black == expected.positions.black[ply]
+                    np.testing.assert_array_equal(visits, expected.positions.policy_visits[ply])
+            time.sleep(0.02)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    assert [p.returncode for p in procs] == [0, 0] and samples > 0
+    reader.refresh()
+    assert reader.actor_ids() == [1, 2] and reader.total_games() == 2 * limit
+
+
+def test_stats_and_export(tmp_path, capsys):
+    from zero.cli import main
+
+    records = [record(s, checkpoint=f"c{s % 2}", model_version=s % 2, max_plies=120) for s in range(16)]
+    with ReplayWriter(tmp_path, 0, commit_positions=200) as w:
+        for r in records:
+            w.append_game(r)
+    assert main(["replay", "stats", "--run", str(tmp_path), "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["games"] == 16 and figures["positions"] == sum(r.length for r in records)
+    assert sum(figures["results"].values()) == 16
+    assert figures["results"]["draw (1/2-1/2)"] == sum(r.winner == 0 for r in records)
+    assert figures["length"]["max"] == max(r.length for r in records)
+    assert figures["resignations"] == sum(r.termination == "resignation" for r in records)
+    played_on = [r for r in records if r.would_resign_side and r.termination != "resignation"]
+    assert figures["played_on_past_resignation"] == len(played_on) > 0
+    assert figures["wrong_resignations"] == sum(r.winner != -r.would_resign_side for r in played_on)
+    assert {(c["model_version"], c["positions"]) for c in figures["checkpoints"]} == {
+        (v, sum(r.length for r in records if r.model_version == v)) for v in (0, 1)}
+    assert main(["replay", "stats", "--run", str(tmp_path)]) == 0
+    assert "wrong-resignation rate" in capsys.readouterr().out
+
+    out = tmp_path / "games.pdn"
+    assert main(["replay", "export", "--run", str(tmp_path), "--out", str(out), "--no-progress"]) == 0
+    from zero.pdn import PdnError, read_pdn
+
+    games = list(read_pdn(out))
+    assert not [g for g in games if isinstance(g, PdnError)]
+    assert [len(g.moves) for g in games] == [r.length for r in records]
+    assert [g.result for g in games] == [{1: "1-0", -1: "0-1", 0: "1/2-1/2"}[r.winner] for r in records]
+    assert main(["pdn", "check", str(out), "--no-progress"]) == 0
+
+
+def test_cli_without_a_store(tmp_path, capsys):
+    from zero.cli import main
+
+    assert main(["replay", "stats", "--run", str(tmp_path)]) == 2
+    assert "no replay store" in capsys.readouterr().err
