@@ -77,9 +77,12 @@ class ActorStats:
     wrong_resignations: int = 0
     results: dict[str, int] = field(default_factory=lambda: {"black": 0, "white": 0, "draw": 0})
     checkpoint: str = ""
-    search_seconds: float = 0.0
+    moves: int = 0  # moves played, in finished games and in games still in flight or discarded
+    simulations: int = 0  # search simulations (network leaves plus visits to terminal nodes)
+    leaves: int = 0  # positions evaluated by the network
+    tree_seconds: float = 0.0  # selection, rules checks, expansion, backup
+    encode_seconds: float = 0.0
     evaluate_seconds: float = 0.0
-    leaves: int = 0
     elapsed: float = 0.0
 
 
@@ -256,6 +259,7 @@ class Actor:
     def _play(self, gen: _Generation, g: int, move: Move) -> None:
         game = gen.slots[g].game
         game.play(move)
+        self.stats.moves += 1
         gen.search.play(g, move, game)
 
     def _add_row(self, slot: _GameInFlight, actions: np.ndarray, shares: np.ndarray, full: bool, forced: bool,
@@ -346,9 +350,11 @@ class Actor:
 
     def _add_times(self, gen: _Generation) -> None:
         times = gen.search.times
-        self.stats.search_seconds += times.select + times.expand
+        self.stats.tree_seconds += times.tree_seconds
+        self.stats.encode_seconds += times.encode
         self.stats.evaluate_seconds += times.evaluate
         self.stats.leaves += times.leaves
+        self.stats.simulations += times.simulations
 
     # -- main loop -----------------------------------------------------------------------------------
     def run(self) -> ActorStats:

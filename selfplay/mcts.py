@@ -5,10 +5,10 @@ node 0: after a move is played, `advance_root` compacts the chosen child's subtr
 (one linear pass; children are always allocated after their parent, so moving kept nodes forward in index
 order never overwrites a node not yet moved).
 
-Values. `value_sum` of a node is from the view of the player who moved INTO it (the chooser at its
+Values. The value sum of a node is from the view of the player who moved INTO it (the chooser at its
 parent), so a parent picks the child with the highest Q = value_sum / visits. A network result for a leaf
 is for the leaf's side to move and is negated on the way up, one ply at a time. `draw_sum` adds up the
-draw probability, so any visited node also has a win/draw/loss estimate.
+draw probabilities, so any visited node also has a win/draw/loss estimate.
 
 Search step, driven from Python (selfplay.search.BatchedSearch):
   1. `select_leaves`: in every active tree, up to `leaves_per_tree` descents by PUCT. A descent ends at
@@ -16,7 +16,7 @@ Search step, driven from Python (selfplay.search.BatchedSearch):
        repetitions, counted over the tree path and the game history, reaching the draw count; the
        no-progress count reaching its limit). A terminal node is backed up at once with its exact value
        and never goes to the network; otherwise it becomes pending, gets a virtual loss along its path and
-       its planes are written into the batch;
+       joins the batch (`encode_leaves` writes the batch's input planes);
      - a terminal node: backed up again with its exact value;
      - a pending node (another descent of this batch already chose it): the tree stops selecting for this
        batch, so a leaf is never evaluated twice.
@@ -49,27 +49,33 @@ from zero.encoding import encode_position, legal_action_array, legal_policy
 # Node states.
 NEW, PENDING, EXPANDED, TERMINAL = 0, 1, 2, 3
 
+# What the descent and the backup read sits together: one record of `stats` (float64) and one of `links`
+# (int32) per node, so a block of sibling records is a few adjacent cache lines. With the fields in
+# separate arrays a descent into a tree that is cold in the cache (hundreds of games in flight) cost a
+# cache miss per field and level, several times the arithmetic.
+VISITS, VIRTUAL, PRIOR, VALUE_SUM, DRAW_SUM = range(5)  # stats[g, node, field]
+STAT_FIELDS = 5
+PARENT, FIRST_CHILD, N_CHILDREN, STATE = range(4)  # links[g, node, field]
+LINK_FIELDS = 4
+
 Forest = namedtuple(
     "Forest",
     [
-        # per node, shape [G, capacity]
+        # per node, [G, capacity, fields]
+        "stats",  # float64: completed visits, in-flight visits, prior, value sum, draw-probability sum
+        "links",  # int32: parent (-1 for the root), first child, number of children (a contiguous block), state
+        # per node, [G, capacity]
         "black", "white", "kings",  # int64 board masks
         "black_to_move",  # bool
         "no_progress",  # int32 plies since the last capture or man move
-        "parent",  # int32, -1 for the root
-        "first_child", "n_children",  # int32; children are a contiguous block
         "move_from", "move_to",  # int32 bits of the move that led here
         "captured",  # int64 mask captured by that move
-        "state",  # int8 NEW / PENDING / EXPANDED / TERMINAL
-        "prior",  # float64
-        "visits", "virtual",  # int32 completed and in-flight visits
-        "value_sum", "draw_sum",  # float64, value from the view of the player who moved here
         "terminal_value",  # float64 exact value for the node's side to move (-1 loss, 0 draw)
-        # per tree, shape [G]
+        # per tree, [G]
         "used",  # int32 nodes allocated
         "target",  # int32 root visits at which the search is complete
         "full",  # bool the pool cannot take another expansion
-        # game history before the root (positions since the last irreversible move), shape [G, H] / [G]
+        # game history before the root (positions since the last irreversible move), [G, H] / [G]
         "hist_black", "hist_white", "hist_kings", "hist_len",
     ],
 )
@@ -81,14 +87,10 @@ def new_forest(games: int, capacity: int, history: int) -> Forest:
         raise ValueError(f"tree capacity {capacity} is below one full expansion ({movegen.MAX_MOVES + 1})")
     shape = (games, capacity)
     return Forest(
+        stats=np.zeros(shape + (STAT_FIELDS,), np.float64), links=np.zeros(shape + (LINK_FIELDS,), np.int32),
         black=np.zeros(shape, np.int64), white=np.zeros(shape, np.int64), kings=np.zeros(shape, np.int64),
         black_to_move=np.zeros(shape, np.bool_), no_progress=np.zeros(shape, np.int32),
-        parent=np.full(shape, -1, np.int32), first_child=np.zeros(shape, np.int32),
-        n_children=np.zeros(shape, np.int32), move_from=np.zeros(shape, np.int32),
-        move_to=np.zeros(shape, np.int32), captured=np.zeros(shape, np.int64),
-        state=np.zeros(shape, np.int8), prior=np.zeros(shape, np.float64),
-        visits=np.zeros(shape, np.int32), virtual=np.zeros(shape, np.int32),
-        value_sum=np.zeros(shape, np.float64), draw_sum=np.zeros(shape, np.float64),
+        move_from=np.zeros(shape, np.int32), move_to=np.zeros(shape, np.int32), captured=np.zeros(shape, np.int64),
         terminal_value=np.zeros(shape, np.float64),
         used=np.zeros(games, np.int32), target=np.zeros(games, np.int32), full=np.zeros(games, np.bool_),
         hist_black=np.zeros((games, history), np.int64), hist_white=np.zeros((games, history), np.int64),
@@ -97,23 +99,25 @@ def new_forest(games: int, capacity: int, history: int) -> Forest:
 
 
 @njit(cache=True)
-def _clear_node(f, g, i):
-    f.parent[g, i] = -1
-    f.first_child[g, i] = 0
-    f.n_children[g, i] = 0
-    f.state[g, i] = NEW
-    f.prior[g, i] = 0.0
-    f.visits[g, i] = 0
-    f.virtual[g, i] = 0
-    f.value_sum[g, i] = 0.0
-    f.draw_sum[g, i] = 0.0
+def _clear_node(f, g, i, parent, prior):
+    st = f.stats[g, i]
+    st[VISITS] = 0.0
+    st[VIRTUAL] = 0.0
+    st[PRIOR] = prior
+    st[VALUE_SUM] = 0.0
+    st[DRAW_SUM] = 0.0
+    ln = f.links[g, i]
+    ln[PARENT] = parent
+    ln[FIRST_CHILD] = 0
+    ln[N_CHILDREN] = 0
+    ln[STATE] = NEW
     f.terminal_value[g, i] = 0.0
 
 
 @njit(cache=True)
 def reset_tree(f, g, black, white, kings, black_to_move, no_progress):
     """Make tree g a single new root holding the given position (the history is set separately)."""
-    _clear_node(f, g, 0)
+    _clear_node(f, g, 0, -1, 1.0)
     f.black[g, 0] = black
     f.white[g, 0] = white
     f.kings[g, 0] = kings
@@ -122,7 +126,6 @@ def reset_tree(f, g, black, white, kings, black_to_move, no_progress):
     f.move_from[g, 0] = -1
     f.move_to[g, 0] = -1
     f.captured[g, 0] = 0
-    f.prior[g, 0] = 1.0
     f.used[g] = 1
     f.full[g] = False
 
@@ -137,7 +140,7 @@ def repetitions(f, g, node):
     hist = f.hist_len[g]
     for back in range(1, f.no_progress[g, node] + 1):
         if cur != 0:
-            cur = f.parent[g, cur]
+            cur = f.links[g, cur, PARENT]
             pb, pw, pk = f.black[g, cur], f.white[g, cur], f.kings[g, cur]
         else:
             hist -= 1
@@ -152,24 +155,25 @@ def repetitions(f, g, node):
 
 @njit(cache=True)
 def _best_child(f, g, p, c_puct, fpu_reduction, virtual_loss):
-    first = f.first_child[g, p]
-    end = first + f.n_children[g, p]
-    sqrt_n = math.sqrt(f.visits[g, p] + f.virtual[g, p])
+    first = f.links[g, p, FIRST_CHILD]
+    end = first + f.links[g, p, N_CHILDREN]
+    stats = f.stats[g]
+    sqrt_n = math.sqrt(stats[p, VISITS] + stats[p, VIRTUAL])
     visited_mass = 0.0
     for c in range(first, end):
-        if f.visits[g, c] + f.virtual[g, c] > 0:
-            visited_mass += f.prior[g, c]
-    # The parent's value_sum is from its opponent's view: negate for the chooser.
-    fpu = -f.value_sum[g, p] / f.visits[g, p] - fpu_reduction * math.sqrt(visited_mass)
+        if stats[c, VISITS] + stats[c, VIRTUAL] > 0:
+            visited_mass += stats[c, PRIOR]
+    # The parent's value sum is from its opponent's view: negate for the chooser.
+    fpu = -stats[p, VALUE_SUM] / stats[p, VISITS] - fpu_reduction * math.sqrt(visited_mass)
     best = -np.inf
     best_c = first
     for c in range(first, end):
-        n = f.visits[g, c] + f.virtual[g, c]
+        n = stats[c, VISITS] + stats[c, VIRTUAL]
         if n > 0:
-            q = (f.value_sum[g, c] - f.virtual[g, c] * virtual_loss) / n
+            q = (stats[c, VALUE_SUM] - stats[c, VIRTUAL] * virtual_loss) / n
         else:
             q = fpu
-        score = q + c_puct * f.prior[g, c] * sqrt_n / (1 + n)
+        score = q + c_puct * stats[c, PRIOR] * sqrt_n / (1 + n)
         if score > best:
             best = score
             best_c = c
@@ -183,19 +187,19 @@ def _backup(f, g, node, value, draw, in_flight):
     v = -value
     cur = node
     while cur >= 0:
-        f.visits[g, cur] += 1
-        f.value_sum[g, cur] += v
-        f.draw_sum[g, cur] += draw
-        f.virtual[g, cur] -= in_flight
+        st = f.stats[g, cur]
+        st[VISITS] += 1.0
+        st[VALUE_SUM] += v
+        st[DRAW_SUM] += draw
+        st[VIRTUAL] -= in_flight
         v = -v
-        cur = f.parent[g, cur]
+        cur = f.links[g, cur, PARENT]
 
 
 @njit(cache=True)
 def _terminal_check(f, g, node, repetitions_for_draw, no_progress_plies, moves):
-    """Decide a new node by the rules, in the order zero.game applies them; returns True if terminal.
-
-    Also returns the position's repetition count, which the network input needs."""
+    """Decide a new node by the rules, in the order zero.game applies them; returns (terminal?, the
+    position's repetition count, which the network input needs)."""
     reps = repetitions(f, g, node)
     if movegen.count_moves(f.black[g, node], f.white[g, node], f.kings[g, node], f.black_to_move[g, node],
                            True, moves) == 0:
@@ -204,46 +208,57 @@ def _terminal_check(f, g, node, repetitions_for_draw, no_progress_plies, moves):
         f.terminal_value[g, node] = 0.0
     else:
         return False, reps
-    f.state[g, node] = TERMINAL
+    f.links[g, node, STATE] = TERMINAL
     return True, reps
 
 
 @njit(cache=True)
 def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reduction_root, virtual_loss,
-                  repetitions_for_draw, no_progress_plies, leaf_game, leaf_node, planes, moves):
-    """One selection pass over the active trees (see the module docstring); returns the number of leaves
-    written to leaf_game / leaf_node / planes for the network."""
+                  repetitions_for_draw, no_progress_plies, leaf_game, leaf_node, leaf_reps, moves):
+    """One selection pass over the active trees (see the module docstring). Writes the leaves for the
+    network (tree, node, repetition count) and returns (their number, visits to terminal nodes made)."""
     n_leaves = 0
+    n_terminal = 0
     for g in range(active.shape[0]):
         if not active[g]:
             continue
         taken = 0
-        while taken < leaves_per_tree and not f.full[g] and f.visits[g, 0] + f.virtual[g, 0] < f.target[g]:
+        root = f.stats[g, 0]
+        while taken < leaves_per_tree and not f.full[g] and root[VISITS] + root[VIRTUAL] < f.target[g]:
             node = 0
-            while f.state[g, node] == EXPANDED:
+            while f.links[g, node, STATE] == EXPANDED:
                 reduction = fpu_reduction_root if node == 0 else fpu_reduction
                 node = _best_child(f, g, node, c_puct, reduction, virtual_loss)
-            state = f.state[g, node]
+            state = f.links[g, node, STATE]
             if state == PENDING:
                 break
             if state == NEW:
                 terminal, reps = _terminal_check(f, g, node, repetitions_for_draw, no_progress_plies, moves)
                 if not terminal:
-                    f.state[g, node] = PENDING
+                    f.links[g, node, STATE] = PENDING
                     cur = node
                     while cur >= 0:
-                        f.virtual[g, cur] += 1
-                        cur = f.parent[g, cur]
+                        f.stats[g, cur, VIRTUAL] += 1.0
+                        cur = f.links[g, cur, PARENT]
                     leaf_game[n_leaves] = g
                     leaf_node[n_leaves] = node
-                    encode_position(f.black[g, node], f.white[g, node], f.kings[g, node],
-                                    f.black_to_move[g, node], f.no_progress[g, node], reps, planes[n_leaves])
+                    leaf_reps[n_leaves] = reps
                     n_leaves += 1
                     taken += 1
                     continue
             value = f.terminal_value[g, node]
-            _backup(f, g, node, value, 1.0 if value == 0.0 else 0.0, 0)
-    return n_leaves
+            _backup(f, g, node, value, 1.0 if value == 0.0 else 0.0, 0.0)
+            n_terminal += 1
+    return n_leaves, n_terminal
+
+
+@njit(cache=True)
+def encode_leaves(f, n_leaves, leaf_game, leaf_node, leaf_reps, planes):
+    """The network input planes of the selected leaves."""
+    for i in range(n_leaves):
+        g, node = leaf_game[i], leaf_node[i]
+        encode_position(f.black[g, node], f.white[g, node], f.kings[g, node], f.black_to_move[g, node],
+                        f.no_progress[g, node], leaf_reps[i], planes[i])
 
 
 @njit(cache=True)
@@ -260,7 +275,7 @@ def expand_and_backup(f, n_leaves, leaf_game, leaf_node, logits, wdl, moves, act
             legal_policy(logits[i], actions, n, priors)
             for j in range(n):
                 c = first + j
-                _clear_node(f, g, c)
+                _clear_node(f, g, c, node, priors[j])
                 frm, to, cap = moves[j, movegen.F_FROM], moves[j, movegen.F_TO], moves[j, movegen.F_CAPTURED]
                 cb, cw, ck = movegen.make(b, w, k, btm, frm, to, cap)
                 f.black[g, c] = cb
@@ -268,29 +283,28 @@ def expand_and_backup(f, n_leaves, leaf_game, leaf_node, logits, wdl, moves, act
                 f.kings[g, c] = ck
                 f.black_to_move[g, c] = not btm
                 f.no_progress[g, c] = 0 if movegen.is_irreversible(k, frm, cap) else f.no_progress[g, node] + 1
-                f.parent[g, c] = node
                 f.move_from[g, c] = frm
                 f.move_to[g, c] = to
                 f.captured[g, c] = cap
-                f.prior[g, c] = priors[j]
             f.used[g] = first + n
-            f.first_child[g, node] = first
-            f.n_children[g, node] = n
-            f.state[g, node] = EXPANDED
+            f.links[g, node, FIRST_CHILD] = first
+            f.links[g, node, N_CHILDREN] = n
+            f.links[g, node, STATE] = EXPANDED
         else:
             # No room: the leaf's value still counts, the node stays unexpanded and the search of this
             # tree ends here (until the next move's compaction frees the pool).
-            f.state[g, node] = NEW
+            f.links[g, node, STATE] = NEW
             f.full[g] = True
-        _backup(f, g, node, np.float64(wdl[i, 0]) - np.float64(wdl[i, 2]), np.float64(wdl[i, 1]), 1)
+        _backup(f, g, node, np.float64(wdl[i, 0]) - np.float64(wdl[i, 2]), np.float64(wdl[i, 1]), 1.0)
 
 
 @njit(cache=True)
 def mix_root_noise(f, g, noise, fraction):
     """prior <- (1 - fraction) * prior + fraction * noise over the root's children (root expanded)."""
-    first = f.first_child[g, 0]
-    for j in range(f.n_children[g, 0]):
-        f.prior[g, first + j] = (1.0 - fraction) * f.prior[g, first + j] + fraction * noise[j]
+    first = f.links[g, 0, FIRST_CHILD]
+    for j in range(f.links[g, 0, N_CHILDREN]):
+        st = f.stats[g, first + j]
+        st[PRIOR] = (1.0 - fraction) * st[PRIOR] + fraction * noise[j]
 
 
 @njit(cache=True)
@@ -303,7 +317,7 @@ def advance_root(f, g, child, new_index):
     new_index[child] = 0
     kept = 1
     for i in range(child + 1, used):
-        p = f.parent[g, i]
+        p = f.links[g, i, PARENT]
         if p >= child and new_index[p] >= 0:
             new_index[i] = kept
             kept += 1
@@ -311,23 +325,21 @@ def advance_root(f, g, child, new_index):
         j = new_index[i]
         if j < 0:
             continue
+        f.stats[g, j] = f.stats[g, i]
+        parent = f.links[g, i, PARENT]
+        n_children = f.links[g, i, N_CHILDREN]
+        f.links[g, j, PARENT] = new_index[parent] if i != child else -1
+        f.links[g, j, FIRST_CHILD] = new_index[f.links[g, i, FIRST_CHILD]] if n_children > 0 else 0
+        f.links[g, j, N_CHILDREN] = n_children
+        f.links[g, j, STATE] = f.links[g, i, STATE]
         f.black[g, j] = f.black[g, i]
         f.white[g, j] = f.white[g, i]
         f.kings[g, j] = f.kings[g, i]
         f.black_to_move[g, j] = f.black_to_move[g, i]
         f.no_progress[g, j] = f.no_progress[g, i]
-        f.parent[g, j] = new_index[f.parent[g, i]] if i != child else -1
-        f.n_children[g, j] = f.n_children[g, i]
-        f.first_child[g, j] = new_index[f.first_child[g, i]] if f.n_children[g, i] > 0 else 0
         f.move_from[g, j] = f.move_from[g, i]
         f.move_to[g, j] = f.move_to[g, i]
         f.captured[g, j] = f.captured[g, i]
-        f.state[g, j] = f.state[g, i]
-        f.prior[g, j] = f.prior[g, i]
-        f.visits[g, j] = f.visits[g, i]
-        f.virtual[g, j] = f.virtual[g, i]
-        f.value_sum[g, j] = f.value_sum[g, i]
-        f.draw_sum[g, j] = f.draw_sum[g, i]
         f.terminal_value[g, j] = f.terminal_value[g, i]
     f.used[g] = kept
     f.full[g] = False
@@ -337,10 +349,10 @@ def advance_root(f, g, child, new_index):
 @njit(cache=True)
 def find_child(f, g, frm, to, captured):
     """Index of the root's child reached by the move frm -> to capturing `captured`, or -1."""
-    if f.state[g, 0] != EXPANDED:
+    if f.links[g, 0, STATE] != EXPANDED:
         return -1
-    first = f.first_child[g, 0]
-    for c in range(first, first + f.n_children[g, 0]):
+    first = f.links[g, 0, FIRST_CHILD]
+    for c in range(first, first + f.links[g, 0, N_CHILDREN]):
         if f.move_from[g, c] == frm and f.move_to[g, c] == to and f.captured[g, c] == captured:
             return c
     return -1

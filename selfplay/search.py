@@ -78,11 +78,21 @@ class RootChildren:
 class StageTimes:
     """Wall time per stage of the search loop and what it did, for benchmarks and progress logs."""
 
-    select: float = 0.0  # tree descent, rules checks and encoding of the leaves
+    select: float = 0.0  # tree descent and the rules' checks of new nodes
+    encode: float = 0.0  # network input planes of the leaves
     evaluate: float = 0.0
     expand: float = 0.0  # expansion and backup
     leaves: int = 0  # positions sent to the evaluator
+    terminal_visits: int = 0  # simulations that ended on a terminal node (no network call)
     batches: int = 0
+
+    @property
+    def simulations(self) -> int:
+        return self.leaves + self.terminal_visits
+
+    @property
+    def tree_seconds(self) -> float:
+        return self.select + self.expand
 
 
 class BatchedSearch:
@@ -100,6 +110,7 @@ class BatchedSearch:
         batch = games * self.config.leaves_per_tree
         self._leaf_game = np.zeros(batch, dtype=np.int64)
         self._leaf_node = np.zeros(batch, dtype=np.int64)
+        self._leaf_reps = np.zeros(batch, dtype=np.int64)
         self._planes = np.zeros((batch, NUM_PLANES, 8, 8), dtype=np.float32)
         self._moves = movegen.new_move_buffer()
         self._actions = np.zeros(movegen.MAX_MOVES, dtype=np.int64)
@@ -144,13 +155,13 @@ class BatchedSearch:
         self.active[g] = True
         self._noise.pop(g, None)
         if noise is not None:
-            if self.forest.state[g, 0] == mcts.EXPANDED:
+            if self.forest.links[g, 0, mcts.STATE] == mcts.EXPANDED:
                 self._mix_noise(g, noise)
             else:
                 self._noise[g] = noise
 
     def _mix_noise(self, g: int, rng: np.random.Generator) -> None:
-        n = int(self.forest.n_children[g, 0])
+        n = int(self.forest.links[g, 0, mcts.N_CHILDREN])
         noise = rng.dirichlet(np.full(n, self.config.dirichlet_alpha))
         mcts.mix_root_noise(self.forest, g, noise, self.config.dirichlet_fraction)
 
@@ -161,30 +172,34 @@ class BatchedSearch:
     def complete(self) -> np.ndarray:
         """Active trees whose search is done (target reached or pool full)."""
         f = self.forest
-        return self.active & ((f.visits[:, 0] >= f.target) | f.full)
+        return self.active & ((f.stats[:, 0, mcts.VISITS] >= f.target) | f.full)
 
     def step(self, evaluator: PositionEvaluator) -> int:
         """One select -> evaluate -> expand/backup round over all active trees; returns the leaves evaluated."""
         c = self.config
         t0 = time.perf_counter()
-        n = mcts.select_leaves(
+        n, n_terminal = mcts.select_leaves(
             self.forest, self.active, c.leaves_per_tree, c.c_puct, c.fpu_reduction, c.fpu_reduction_root,
             c.virtual_loss, self.rules.repetitions_for_draw, self.rules.no_progress_plies,
-            self._leaf_game, self._leaf_node, self._planes, self._moves,
+            self._leaf_game, self._leaf_node, self._leaf_reps, self._moves,
         )
         t1 = time.perf_counter()
         self.times.select += t1 - t0
+        self.times.terminal_visits += n_terminal
         if n == 0:
             return 0
+        mcts.encode_leaves(self.forest, n, self._leaf_game, self._leaf_node, self._leaf_reps, self._planes)
+        t_encoded = time.perf_counter()
+        self.times.encode += t_encoded - t1
         logits, wdl = evaluator.evaluate(self._planes[:n])
         t2 = time.perf_counter()
         mcts.expand_and_backup(self.forest, n, self._leaf_game, self._leaf_node, logits, wdl,
                                self._moves, self._actions, self._priors)
         for g in list(self._noise):
-            if self.forest.state[g, 0] == mcts.EXPANDED:
+            if self.forest.links[g, 0, mcts.STATE] == mcts.EXPANDED:
                 self._mix_noise(g, self._noise.pop(g))
         t3 = time.perf_counter()
-        self.times.evaluate += t2 - t1
+        self.times.evaluate += t2 - t_encoded
         self.times.expand += t3 - t2
         self.times.leaves += n
         self.times.batches += 1
@@ -198,25 +213,27 @@ class BatchedSearch:
     # -- reading results ------------------------------------------------------------------------------
     def root_children(self, g: int) -> RootChildren:
         f = self.forest
-        first = int(f.first_child[g, 0])
-        sl = slice(first, first + int(f.n_children[g, 0])) if f.state[g, 0] == mcts.EXPANDED else slice(0, 0)
+        first, n, state = f.links[g, 0, mcts.FIRST_CHILD], f.links[g, 0, mcts.N_CHILDREN], f.links[g, 0, mcts.STATE]
+        sl = slice(first, first + n) if state == mcts.EXPANDED else slice(0, 0)
+        stats = f.stats[g, sl]
         return RootChildren(
             f.move_from[g, sl].copy(), f.move_to[g, sl].copy(), f.captured[g, sl].copy(),
-            f.visits[g, sl].copy(), f.prior[g, sl].copy(), f.value_sum[g, sl].copy(), f.draw_sum[g, sl].copy(),
+            stats[:, mcts.VISITS].astype(np.int64), stats[:, mcts.PRIOR].copy(), stats[:, mcts.VALUE_SUM].copy(),
+            stats[:, mcts.DRAW_SUM].copy(),
         )
 
     def root_value(self, g: int) -> float:
         """Search value of the root for its side to move, in [-1, 1] (0 before any visit)."""
-        f = self.forest
-        n = f.visits[g, 0]
-        return float(-f.value_sum[g, 0] / n) if n else 0.0
+        root = self.forest.stats[g, 0]
+        n = root[mcts.VISITS]
+        return float(-root[mcts.VALUE_SUM] / n) if n else 0.0
 
     def root_wdl(self, g: int) -> tuple[float, float, float]:
-        f = self.forest
-        return _wdl(-f.value_sum[g, 0], f.draw_sum[g, 0], f.visits[g, 0])
+        root = self.forest.stats[g, 0]
+        return _wdl(-root[mcts.VALUE_SUM], root[mcts.DRAW_SUM], root[mcts.VISITS])
 
     def root_visits(self, g: int) -> int:
-        return int(self.forest.visits[g, 0])
+        return int(self.forest.stats[g, 0, mcts.VISITS])
 
 
 def _wdl(value_sum: float, draw_sum: float, visits: int) -> tuple[float, float, float]:
@@ -306,9 +323,9 @@ def _analysis_of(search: BatchedSearch, position: Position) -> Analysis:
     stats.sort(key=lambda s: (-s.visits, -s.prior))
     pv = []
     node, pos = 0, position
-    while f.state[0, node] == mcts.EXPANDED:
-        first = int(f.first_child[0, node])
-        counts = f.visits[0, first: first + int(f.n_children[0, node])]
+    while f.links[0, node, mcts.STATE] == mcts.EXPANDED:
+        first = int(f.links[0, node, mcts.FIRST_CHILD])
+        counts = f.stats[0, first: first + int(f.links[0, node, mcts.N_CHILDREN]), mcts.VISITS]
         if counts.max() == 0:
             break
         child = first + int(np.argmax(counts))

@@ -128,7 +128,7 @@ def _print_summary(stats: list, seconds: float) -> None:
     would = sum(s.would_resign for s in stats)
     wrong = sum(s.wrong_resignations for s in stats)
     leaves = sum(s.leaves for s in stats)
-    search = sum(s.search_seconds for s in stats)
+    tree = sum(s.tree_seconds + s.encode_seconds for s in stats)
     evaluate = sum(s.evaluate_seconds for s in stats)
     print(f"{games} games, {positions} positions in {seconds:.0f} s "
           f"({positions / max(seconds, 1e-9) * 3600:.0f} positions/hour); "
@@ -138,5 +138,5 @@ def _print_summary(stats: list, seconds: float) -> None:
         print(f"wrong resignations: {wrong} of {would} play-through games with a resignation "
               f"({100 * wrong / would:.0f}%)")
     if leaves:
-        print(f"network evaluations: {leaves}; mean time per actor: search {search / len(stats):.1f} s, "
+        print(f"network evaluations: {leaves}; mean time per actor: search {tree / len(stats):.1f} s, "
               f"inference {evaluate / len(stats):.1f} s")

@@ -103,10 +103,10 @@ def test_threefold_repetition_is_a_draw_inside_the_tree():
     search.run(UniformEvaluator(wdl=(0.6, 0.0, 0.4)))
     f = search.forest
     repeat = _root_child(search, game, "24-28")
-    assert f.state[0, repeat] == mcts.TERMINAL and f.terminal_value[0, repeat] == 0.0
+    assert f.links[0, repeat, mcts.STATE] == mcts.TERMINAL and f.terminal_value[0, repeat] == 0.0
     # Every other reply is an ordinary position the network was asked about.
     for text in ("24-19", "24-20", "24-27"):
-        assert f.state[0, _root_child(search, game, text)] == mcts.EXPANDED
+        assert f.links[0, _root_child(search, game, text), mcts.STATE] == mcts.EXPANDED
     game.play(resolve_move("24-28", game.legal_moves()))
     assert game.outcome.termination == Termination.REPETITION
 
@@ -119,9 +119,9 @@ def test_no_progress_limit_is_a_draw_inside_the_tree():
     search.start(0, 50)
     search.run(UniformEvaluator(wdl=(1.0, 0.0, 0.0)))
     f = search.forest
-    first = f.first_child[0, 0]
-    for c in range(first, first + f.n_children[0, 0]):
-        assert f.state[0, c] == mcts.TERMINAL and f.terminal_value[0, c] == 0.0
+    first, n = f.links[0, 0, mcts.FIRST_CHILD], f.links[0, 0, mcts.N_CHILDREN]
+    for c in range(first, first + n):
+        assert f.links[0, c, mcts.STATE] == mcts.TERMINAL and f.terminal_value[0, c] == 0.0
     # Only the root's own evaluation (a win) is not a draw: 49 of the 50 visits are worth exactly 0.
     assert search.root_value(0) == pytest.approx(1 / 50)
 
@@ -225,10 +225,10 @@ def test_tree_reuse_keeps_the_played_subtree():
     assert (f.black[0, 0], f.white[0, 0], f.kings[0, 0], f.black_to_move[0, 0]) == (pos.black, pos.white, pos.kings, pos.black_to_move)
     # Links stay consistent: every node's children point back to it and visits add up.
     for node in range(kept):
-        if f.state[0, node] == mcts.EXPANDED:
-            first, n = f.first_child[0, node], f.n_children[0, node]
-            assert (f.parent[0, first:first + n] == node).all()
-            assert f.visits[0, first:first + n].sum() == f.visits[0, node] - 1
+        if f.links[0, node, mcts.STATE] == mcts.EXPANDED:
+            first, n = f.links[0, node, mcts.FIRST_CHILD], f.links[0, node, mcts.N_CHILDREN]
+            assert (f.links[0, first:first + n, mcts.PARENT] == node).all()
+            assert f.stats[0, first:first + n, mcts.VISITS].sum() == f.stats[0, node, mcts.VISITS] - 1
     # The search goes on from the kept tree to the new target.
     search.start(0, 600)
     search.run(HashEvaluator(seed=1))
