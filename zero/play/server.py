@@ -262,6 +262,8 @@ class PlayHandler(BaseHTTPRequestHandler):
                 self._json(200, result)
         except ApiError as exc:
             self._json(exc.status, {"error": exc.message})
+        except ConnectionError:  # the browser went away (page closed or reloaded) before the answer
+            self.close_connection = True
         except Exception as exc:  # a bug, not a bad request: say so rather than drop the connection
             traceback.print_exc()
             self._json(500, {"error": f"internal error: {exc}"})

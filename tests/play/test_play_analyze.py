@@ -1,0 +1,131 @@
+"""`checkers-zero analyze` and the engine layer under it: budgets, levels, time-limited search, draw rule."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from conftest import MULTI_JUMP_FEN
+
+from zero.cli import main
+from zero.game import Game, Position
+from zero.notation import fen_to_position
+from zero.pdn import write_game
+from zero.play.engine import DRAW_ACCEPT_MAX_SCORE, LEVELS, Budget, EngineError, budget_for, describe
+from zero.play.session import HumanGame, PlayError
+
+
+def analyze(capsys, tiny_checkpoint, *args: str) -> tuple[int, str, str]:
+    code = main(["analyze", "--checkpoint", str(tiny_checkpoint), *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_json_output(capsys, tiny_checkpoint):
+    code, out, _ = analyze(capsys, tiny_checkpoint, "--fen", MULTI_JUMP_FEN, "--sims", "40", "--json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["fen"] == MULTI_JUMP_FEN and result["side"] == "black"
+    assert result["simulations"] == 40
+    assert sorted(m["move"] for m in result["moves"]) == ["9x18x25", "9x18x27"]
+    visits = [m["visits"] for m in result["moves"]]
+    assert visits == sorted(visits, reverse=True) and sum(visits) == 39  # the root's first visit expands it
+    assert abs(sum(result["root_wdl"]) - 1) < 1e-3
+    for m in result["moves"]:
+        assert abs(m["share"] - m["visits"] / 39) < 1e-3 and 0 <= m["prior"] <= 1
+        assert m["wdl"] is None or abs(sum(m["wdl"]) - 1) < 1e-3
+    most = result["moves"][0]["visits"]
+    assert result["pv"][0] in [m["move"] for m in result["moves"] if m["visits"] == most] and len(result["pv"]) >= 2
+
+
+def test_table_output_and_pdn_final_position(capsys, tiny_checkpoint, tmp_path):
+    start = Position.initial()
+    first = start.legal_moves()[0]
+    (tmp_path / "g.pdn").write_text(write_game([first], "*"))
+    code, out, _ = analyze(capsys, tiny_checkpoint, "--pdn", str(tmp_path / "g.pdn"), "--sims", "16")
+    assert code == 0
+    assert f"Position {start.play(first)} (White to move), 16 simulations" in out
+    assert "Principal variation: " in out and "visits" in out
+
+
+def test_bad_input_is_a_clear_error(capsys, tiny_checkpoint, tmp_path):
+    code, _, err = analyze(capsys, tiny_checkpoint, "--fen", "nonsense")
+    assert code == 2 and "FEN must start with the side to move" in err
+    code, _, err = analyze(capsys, tiny_checkpoint, "--fen", "B:W5:B")  # Black has no piece: game over
+    assert code == 2 and "the game is over" in err
+    code, _, err = analyze(capsys, tiny_checkpoint, "--pdn", str(tmp_path / "missing.pdn"))
+    assert code == 2 and "cannot read" in err
+
+
+def test_levels_and_budgets():
+    assert [lv.simulations for lv in LEVELS.values()] == sorted(lv.simulations for lv in LEVELS.values())
+    assert budget_for() == Budget(simulations=LEVELS["club"].simulations)
+    assert budget_for("master") == Budget(simulations=LEVELS["master"].simulations)
+    assert budget_for("beginner", simulations=7) == Budget(simulations=7)  # --sims wins over a level
+    assert budget_for(seconds=0.5) == Budget(seconds=0.5)
+    for bad in (lambda: budget_for("grandmaster"), lambda: budget_for(simulations=5, seconds=1.0),
+                lambda: Budget(simulations=0), lambda: Budget(seconds=-1.0), lambda: Budget()):
+        with pytest.raises(EngineError):
+            bad()
+
+
+def test_time_limited_search_grows_one_tree_until_the_time_is_up(engine):
+    game = Game()
+    started = time.perf_counter()
+    analysis = engine.analyse(game, Budget(seconds=0.3))
+    elapsed = time.perf_counter() - started
+    assert elapsed >= 0.3
+    assert analysis.simulations >= 16 and sum(s.visits for s in analysis.moves) == analysis.simulations - 1
+    result = describe(analysis, game)
+    most = max(m["visits"] for m in result["moves"])
+    assert result["pv"][0] in [m["move"] for m in result["moves"] if m["visits"] == most]
+
+
+class FixedViewEngine:
+    """An engine whose search always returns the same root win/draw/loss: isolates the draw rule."""
+
+    name = "fixed"
+
+    def __init__(self, wdl):
+        self.wdl = wdl
+
+    def accepts_draw(self, game, budget, engine_is_black):
+        from zero.play.engine import Engine
+
+        class Analysis:
+            root_wdl = self.wdl
+
+        fake = Engine(None, None)
+        fake.analyse = lambda game, budget: Analysis()
+        return fake.accepts_draw(game, budget, engine_is_black)
+
+
+@pytest.mark.parametrize(
+    "wdl,engine_to_move,accepted",
+    [
+        ((0.1, 0.8, 0.1), True, True),  # level: 50%
+        ((0.6, 0.3, 0.1), True, False),  # engine clearly better: 75%
+        ((0.6, 0.3, 0.1), False, True),  # the offerer (to move) is better: the engine scores 25%
+        ((0.2, 0.7, 0.1), True, True),  # 55%: at the limit, accepted
+    ],
+)
+def test_draw_acceptance_rule(wdl, engine_to_move, accepted):
+    game = HumanGame(FixedViewEngine(wdl), human_black=not engine_to_move, budget=Budget(simulations=1))
+    got, score = game.offer_draw()
+    assert got == accepted and (score <= DRAW_ACCEPT_MAX_SCORE + 1e-9) == accepted
+    assert game.result == ("1/2-1/2" if accepted else "*")
+
+
+def test_pdn_start_that_goes_on_after_the_game_ended_is_refused():
+    kings = fen_to_position("B:WK32:BK1")
+    shuffle = []
+    pos = kings
+    for text in ("1-5", "32-28", "5-1", "28-32") * 3:
+        move = next(m for m in pos.legal_moves() if str(m) == text)
+        shuffle.append(move)
+        pos = pos.play(move)
+    from zero.play.session import new_game
+
+    with pytest.raises(PlayError, match="repetition"):
+        new_game(kings, shuffle)

@@ -1,0 +1,126 @@
+"""End to end: the play page in a real headless Chromium (Debian's package, driven by playwright).
+
+Skips when Chromium or playwright is missing, except under CI (CI=true), where .ci/run installs both and a
+missing one is a failure: the browser tests must really run there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from conftest import MULTI_JUMP_FEN
+
+from zero.play.server import start_in_thread
+
+try:
+    from playwright import sync_api
+except ImportError:  # the dev extra installs it
+    sync_api = None
+
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def _need(found, what: str):
+    if not found:
+        if os.environ.get("CI"):
+            pytest.fail(f"{what} not found: CI must install it (see .ci/run)")
+        pytest.skip(f"{what} not found: install it to run the browser tests (see .ci/run)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def page(engine, tmp_path_factory):
+    chromium = _need(shutil.which("chromium"), "Debian's chromium (apt-get install chromium)")
+    _need(sync_api, "playwright (pip install -e '.[dev]')")
+    server, stop = start_in_thread(engine)
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        context = browser.new_context(viewport={"width": 1100, "height": 800})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(server.url)
+        page.errors = errors
+        wait_for_your_turn(page, 0)  # the page starts a game by itself
+        yield page
+        browser.close()
+    stop()
+
+
+def square(page, sq: int):
+    return page.locator(f'#board [data-square="{sq}"]')
+
+
+def classes(page, sq: int) -> set[str]:
+    return set((square(page, sq).get_attribute("class") or "").split())
+
+
+def wait_for_your_turn(page, moves: int | None = None) -> None:
+    """Until the page holds a game where it is the person's turn (after `moves` moves, when given)."""
+    page.wait_for_function("(n) => game && !busy && game.human_to_move && (n === null || game.moves.length === n)",
+                           arg=moves, timeout=60_000)
+
+
+def new_game(page, fen: str = "") -> None:
+    if not page.locator("#fen-box").evaluate("box => box.open"):
+        page.click("#fen-box summary")
+    page.fill("#fen", fen)
+    page.click("#new-game")
+    page.wait_for_function("(fen) => game && game.moves.length === 0 && (fen === '' || game.fen === fen)", arg=fen)
+    wait_for_your_turn(page, 0)
+
+
+def test_multi_jump_by_clicking_through_the_path_engine_reply_and_undo(page):
+    new_game(page, MULTI_JUMP_FEN)
+    assert square(page, 9).locator("[data-piece=b]").count() == 1
+    square(page, 9).click()
+    assert "selected" in classes(page, 9)
+    assert "step" in classes(page, 18)  # both captures go through 18 ...
+    assert {"target"} <= classes(page, 25) and {"target"} <= classes(page, 27)  # ... and end on 25 or 27
+    square(page, 18).click()
+    assert "route" in classes(page, 18) and "target" in classes(page, 27)
+    square(page, 27).click()
+    wait_for_your_turn(page, 2)  # the engine has replied
+    record = page.input_value("#pdn")
+    assert "1. 9x18x27 " in record
+    assert page.locator("#thinking table tbody tr").count() >= 1  # the engine's thinking is shown
+    assert "win" in page.text_content("#thinking") or "%" in page.text_content("#thinking")
+    assert square(page, 27).locator("[data-piece]").count() == 1
+    page.click("#undo")
+    wait_for_your_turn(page, 0)
+    assert "9x18x27" not in page.input_value("#pdn")
+    assert square(page, 9).locator("[data-piece=b]").count() == 1  # back where it started
+    assert square(page, 14).locator("[data-piece=w]").count() == 1  # the captured pieces are back
+    assert page.errors == []
+
+
+def test_a_simple_move_from_the_start_and_flip(page):
+    new_game(page)
+    square(page, 11).click()
+    assert "target" in classes(page, 15) and "target" in classes(page, 16)
+    square(page, 15).click()
+    wait_for_your_turn(page, 2)
+    assert "1. 11-15 " in page.input_value("#pdn")
+    assert page.text_content("#last-move").startswith("Last move: ")
+    below = square(page, 1).bounding_box()["y"] > square(page, 32).bounding_box()["y"]
+    assert below  # you play Black: Black's side (square 1) at the bottom
+    page.click("#flip")
+    assert square(page, 1).bounding_box()["y"] < square(page, 32).bounding_box()["y"]
+    page.click("#flip")
+    assert page.errors == []
+
+
+def test_an_illegal_click_changes_nothing_and_hint_highlights_a_move(page):
+    new_game(page)
+    square(page, 1).click()  # a piece with no move
+    assert "selected" not in classes(page, 1)
+    assert "cannot move" in page.text_content("#message")
+    page.click("#hint")
+    page.wait_for_function("document.querySelector('#thinking-title').textContent.startsWith('Hint')")
+    assert page.locator("#board .hinted").count() == 2
+    assert page.evaluate("game.moves.length") == 0  # the hint played nothing
