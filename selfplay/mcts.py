@@ -155,28 +155,38 @@ def repetitions(f, g, node):
 
 @njit(cache=True)
 def _best_child(f, g, p, c_puct, fpu_reduction, virtual_loss):
+    """The PUCT choice at p, in one pass over the children: every unvisited child has the same Q (the
+    first-play urgency), so the best of them is the first with the highest prior, and it is compared with
+    the best visited child at the end (on equal scores the earlier child wins, as a plain scan would)."""
     first = f.links[g, p, FIRST_CHILD]
     end = first + f.links[g, p, N_CHILDREN]
     stats = f.stats[g]
     sqrt_n = math.sqrt(stats[p, VISITS] + stats[p, VIRTUAL])
     visited_mass = 0.0
-    for c in range(first, end):
-        if stats[c, VISITS] + stats[c, VIRTUAL] > 0:
-            visited_mass += stats[c, PRIOR]
-    # The parent's value sum is from its opponent's view: negate for the chooser.
-    fpu = -stats[p, VALUE_SUM] / stats[p, VISITS] - fpu_reduction * math.sqrt(visited_mass)
     best = -np.inf
-    best_c = first
+    best_c = -1
+    unvisited_prior = -1.0
+    unvisited_c = -1
     for c in range(first, end):
         n = stats[c, VISITS] + stats[c, VIRTUAL]
+        prior = stats[c, PRIOR]
         if n > 0:
+            visited_mass += prior
             q = (stats[c, VALUE_SUM] - stats[c, VIRTUAL] * virtual_loss) / n
-        else:
-            q = fpu
-        score = q + c_puct * stats[c, PRIOR] * sqrt_n / (1 + n)
-        if score > best:
-            best = score
-            best_c = c
+            score = q + c_puct * prior * sqrt_n / (1 + n)
+            if score > best:
+                best = score
+                best_c = c
+        elif prior > unvisited_prior:
+            unvisited_prior = prior
+            unvisited_c = c
+    if unvisited_c < 0:
+        return best_c
+    # The parent's value sum is from its opponent's view: negate for the chooser.
+    fpu = -stats[p, VALUE_SUM] / stats[p, VISITS] - fpu_reduction * math.sqrt(visited_mass)
+    score = fpu + c_puct * unvisited_prior * sqrt_n / (1 + 0.0)
+    if best_c < 0 or score > best or (score == best and unvisited_c < best_c):
+        return unvisited_c
     return best_c
 
 

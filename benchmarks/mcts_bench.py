@@ -1,0 +1,207 @@
+"""MCTS and self-play speed.
+
+    python benchmarks/mcts_bench.py [--seconds 60] [--actors 1,2] [--skip-network]
+
+1. Search alone, uniform evaluator (no network): simulations per second, single thread, for a few numbers
+   of trees in flight; CPU time (the code's speed) and wall time (what a shared machine gave), and the
+   split between tree work, encoding and the (trivial) evaluator.
+2. Tree reuse: games played with the uniform evaluator; share of each search's visits inherited from the
+   previous move, and the cost of re-rooting (compaction) against the cost of the search.
+3. Self-play with the shipped network on the CPU (checkpoints/oca-small.pt; a randomly initialised
+   NetworkConfig.small() network of the same shape when it is absent): real actors with the default
+   SelfPlayConfig, run for --seconds each, with 1 and 2 actor processes. Simulations/s, network
+   evaluations/s, positions (moves) per hour, time per stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import platform
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from selfplay import mcts
+from selfplay.evaluators import UniformEvaluator
+from selfplay.search import BatchedSearch, SearchConfig, sample_by_visits
+from zero.game import Game
+
+
+def opening_games(count: int, seed: int = 0, max_plies: int = 20) -> list[Game]:
+    """Games a few random plies past the start (so trees differ)."""
+    rng = np.random.default_rng(seed)
+    games = []
+    while len(games) < count:
+        game = Game()
+        for _ in range(int(rng.integers(0, max_plies))):
+            legal = game.legal_moves()
+            game.play(legal[int(rng.integers(len(legal)))])
+            if game.outcome is not None:
+                game.undo()
+                break
+        games.append(game)
+    return games
+
+
+def bench_uniform(trees: int, leaves_per_tree: int, simulations: int, repeats: int = 3) -> dict:
+    config = SearchConfig(leaves_per_tree=leaves_per_tree, tree_capacity=12 * simulations + 300)
+    search = BatchedSearch(trees, config)
+    games = opening_games(trees)
+    evaluator = UniformEvaluator()
+
+    def once() -> tuple[float, float, int]:
+        for g, game in enumerate(games):
+            search.set_root(g, game)
+            search.start(g, simulations)
+        wall, cpu = time.perf_counter(), time.process_time()
+        search.run(evaluator)
+        return time.perf_counter() - wall, time.process_time() - cpu, int(search.forest.stats[:, 0, mcts.VISITS].sum())
+
+    once()  # compile / warm the pools
+    best = None
+    for _ in range(repeats):
+        search.times.__init__()
+        wall, cpu, sims = once()
+        if best is None or cpu < best["cpu"]:
+            t = search.times
+            best = {"trees": trees, "leaves_per_tree": leaves_per_tree, "simulations": simulations, "sims": sims,
+                    "wall": wall, "cpu": cpu, "select": t.select, "encode": t.encode, "evaluate": t.evaluate,
+                    "expand": t.expand, "batch": t.leaves / max(t.batches, 1)}
+    return best
+
+
+def bench_tree_reuse(trees: int = 64, simulations: int = 400, moves: int = 30) -> dict:
+    config = SearchConfig(leaves_per_tree=4)
+    search = BatchedSearch(trees, config)
+    games = [Game() for _ in range(trees)]
+    rng = np.random.default_rng(0)
+    evaluator = UniformEvaluator()
+    inherited, kept_nodes = [], []
+    search_time = advance_time = 0.0
+    for g, game in enumerate(games):
+        search.set_root(g, game)
+    for _ in range(moves):
+        live = [g for g, game in enumerate(games) if game.outcome is None]
+        if not live:
+            break
+        for g in live:
+            inherited.append(search.root_visits(g) / simulations)
+            search.start(g, simulations)
+        t0 = time.process_time()
+        search.run(evaluator)
+        search_time += time.process_time() - t0
+        for g in live:
+            search.stop(g)
+            children = search.root_children(g)
+            k = sample_by_visits(children.visits, 1.0, rng)
+            key = (int(children.move_from[k]), int(children.move_to[k]), int(children.captured[k]))
+            game = games[g]
+            move = next(m for m in game.legal_moves() if (m.from_square - 1, m.to_square - 1, m.captured) == key)
+            game.play(move)
+            t0 = time.process_time()
+            kept_nodes.append(search.play(g, move, game))
+            advance_time += time.process_time() - t0
+    return {"moves": len(inherited), "inherited": float(np.mean(inherited)), "kept_nodes": float(np.mean(kept_nodes)),
+            "search_ms": 1000 * search_time / len(inherited), "advance_ms": 1000 * advance_time / len(inherited)}
+
+
+def _actor_for(seconds: float, actor_id: int, run_dir: str, results) -> None:
+    """One actor process with the default settings, stopped (in-flight games discarded) after `seconds`."""
+    from selfplay.actor import Actor, SelfPlayConfig
+
+    actor = Actor(run_dir, actor_id, SelfPlayConfig())
+    # Let the network load before the clock starts: the first step loads and warms everything.
+    timer = threading.Timer(seconds, lambda: setattr(actor.stop, "mode", "discard"))
+    timer.start()
+    stats = actor.run()
+    timer.cancel()
+    results.put(stats)
+
+
+def bench_actors(actors: int, seconds: float, run_dir: Path) -> list:
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_actor_for, args=(seconds, 100 + k, str(run_dir), results)) for k in range(actors)]
+    for p in procs:
+        p.start()
+    stats = [results.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return stats
+
+
+def _ensure_network(run_dir: Path) -> str:
+    """The shipped checkpoint, or a random NetworkConfig.small() one promoted in run_dir."""
+    from zero.checkpoint import DEFAULT_CHECKPOINT
+
+    if DEFAULT_CHECKPOINT.exists():
+        return f"shipped checkpoint {DEFAULT_CHECKPOINT.name}"
+    import json
+
+    import torch
+
+    from zero.checkpoint import save_checkpoint
+    from zero.network import NetworkConfig, PolicyValueNet
+
+    torch.manual_seed(0)
+    cfg = NetworkConfig.small()
+    path = save_checkpoint(run_dir / "checkpoints" / "random-small.pt", net=PolicyValueNet(cfg), net_config=cfg, step=0)
+    (run_dir / "checkpoints" / "best.json").write_text(json.dumps({"path": str(path), "name": path.stem, "step": 0}))
+    return "random-init NetworkConfig.small() (oca-small.pt not present)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=60.0, help="self-play time per actor count")
+    parser.add_argument("--actors", default="1,2", help="actor counts to measure, e.g. 1,2")
+    parser.add_argument("--skip-network", action="store_true", help="only the search with the uniform evaluator")
+    args = parser.parse_args()
+
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f} at start")
+    print("\n1. search alone, uniform evaluator, single thread")
+    print("| trees | leaves/tree | sims/move | batch | M sims/s (CPU) | M sims/s (wall) | select | encode | evaluate | expand |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for trees, leaves, sims in ((16, 16, 800), (64, 8, 800), (256, 8, 800)):
+        r = bench_uniform(trees, leaves, sims)
+        total = r["select"] + r["encode"] + r["evaluate"] + r["expand"]
+        print(f"| {trees} | {leaves} | {sims} | {r['batch']:.0f} | {r['sims'] / r['cpu'] / 1e6:.2f} | "
+              f"{r['sims'] / r['wall'] / 1e6:.2f} | " + " | ".join(
+                  f"{100 * r[k] / total:.0f}%" for k in ("select", "encode", "evaluate", "expand")) + " |")
+
+    print("\n2. tree reuse (64 games, 400 visits per move, uniform evaluator, first 30 moves)")
+    r = bench_tree_reuse()
+    print(f"visits inherited from the previous search: {100 * r['inherited']:.0f}% of the target; "
+          f"nodes kept per re-root {r['kept_nodes']:.0f}; re-root {r['advance_ms']:.3f} ms vs search "
+          f"{r['search_ms']:.2f} ms per move (CPU)")
+
+    if args.skip_network:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp)
+        network = _ensure_network(run_dir)
+        print(f"\n3. self-play, {network}, CPU, default SelfPlayConfig, {args.seconds:.0f} s per run")
+        print("| actors | load avg | games done | moves | positions/hour | sims/s | net evals/s | tree | encode | inference |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for actors in (int(a) for a in args.actors.split(",")):
+            stats = bench_actors(actors, args.seconds, run_dir)
+            elapsed = max(s.elapsed for s in stats)
+            moves = sum(s.moves for s in stats)
+            sims = sum(s.simulations for s in stats)
+            leaves = sum(s.leaves for s in stats)
+            tree = sum(s.tree_seconds for s in stats)
+            encode = sum(s.encode_seconds for s in stats)
+            inference = sum(s.evaluate_seconds for s in stats)
+            busy = tree + encode + inference
+            print(f"| {actors} | {os.getloadavg()[0]:.1f} | {sum(s.games for s in stats)} | {moves} | "
+                  f"{moves / elapsed * 3600:.0f} | {sims / elapsed:.0f} | {leaves / elapsed:.0f} | "
+                  f"{100 * tree / busy:.0f}% | {100 * encode / busy:.0f}% | {100 * inference / busy:.0f}% |")
+
+
+if __name__ == "__main__":
+    main()
