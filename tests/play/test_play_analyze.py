@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import MULTI_JUMP_FEN
@@ -12,8 +14,8 @@ from zero.cli import main
 from zero.game import Game, Position
 from zero.notation import fen_to_position
 from zero.pdn import write_game
-from zero.play.engine import DRAW_ACCEPT_MAX_SCORE, LEVELS, Budget, EngineError, budget_for, describe
-from zero.play.session import HumanGame, PlayError
+from zero.play.engine import DRAW_ACCEPT_MAX_SCORE, LEVELS, Budget, Engine, EngineError, budget_for, describe
+from zero.play.session import HumanGame, PlayError, new_game
 
 
 def analyze(capsys, tiny_checkpoint, *args: str) -> tuple[int, str, str]:
@@ -82,23 +84,15 @@ def test_time_limited_search_grows_one_tree_until_the_time_is_up(engine):
     assert result["pv"][0] in [m["move"] for m in result["moves"] if m["visits"] == most]
 
 
-class FixedViewEngine:
-    """An engine whose search always returns the same root win/draw/loss: isolates the draw rule."""
-
-    name = "fixed"
+class FixedViewEngine(Engine):
+    """An engine whose search always sees the same root win/draw/loss: isolates the draw rule."""
 
     def __init__(self, wdl):
+        super().__init__(evaluator=None, checkpoint=Path("fixed.pt"))
         self.wdl = wdl
 
-    def accepts_draw(self, game, budget, engine_is_black):
-        from zero.play.engine import Engine
-
-        class Analysis:
-            root_wdl = self.wdl
-
-        fake = Engine(None, None)
-        fake.analyse = lambda game, budget: Analysis()
-        return fake.accepts_draw(game, budget, engine_is_black)
+    def analyse(self, game, budget):
+        return SimpleNamespace(root_wdl=self.wdl)
 
 
 @pytest.mark.parametrize(
@@ -125,7 +119,5 @@ def test_pdn_start_that_goes_on_after_the_game_ended_is_refused():
         move = next(m for m in pos.legal_moves() if str(m) == text)
         shuffle.append(move)
         pos = pos.play(move)
-    from zero.play.session import new_game
-
     with pytest.raises(PlayError, match="repetition"):
         new_game(kings, shuffle)

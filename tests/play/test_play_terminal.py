@@ -141,3 +141,30 @@ def test_game_over_by_the_rules_is_reported_and_saved(run, tmp_path):
     _, out = run("10x19\n", "--fen", "B:W15:B10")
     assert "Black wins: the loser has no legal move (1-0)" in out
     assert saved_game(tmp_path).result == "1-0"
+
+
+class FirstLegalMove:
+    """A player at the keyboard who always types the first legal move (read like a file, line by line)."""
+
+    def __init__(self, ui):
+        self.ui = ui
+
+    def readline(self) -> str:
+        s = self.ui.session
+        return "quit\n" if s.over else f"{s.game.legal_moves()[0]}\n"
+
+
+def test_a_full_game_to_its_end_by_the_rules(engine, tmp_path):
+    from zero.play.engine import Budget
+    from zero.play.session import HumanGame
+    from zero.play.terminal import TerminalGame
+
+    out = io.StringIO()
+    ui = TerminalGame(HumanGame(engine, True, Budget(simulations=2)), tmp_path / "full.pdn", out)
+    ui.loop(FirstLegalMove(ui))
+    assert ui.session.over and ui.session.game.outcome is not None  # ended by the rules, not by a person
+    text = out.getvalue()
+    assert "Game over: " in text and f"Game saved to {tmp_path / 'full.pdn'}" in text
+    game = saved_game(tmp_path, "full.pdn")
+    assert game.result == ui.session.result != "*"
+    assert [str(m) for m in game.moves] == [str(m) for m in ui.session.game.moves]

@@ -10,9 +10,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zero.game import Game, Move
+
+if TYPE_CHECKING:  # the search (numba kernels) is imported only when an engine searches
+    from selfplay.evaluators import PositionEvaluator
+    from selfplay.search import Analysis, SearchConfig
 
 
 class EngineError(RuntimeError):
@@ -88,7 +92,7 @@ def side_name(black: bool) -> str:
     return "Black" if black else "White"
 
 
-def describe(analysis: Any, game: Game, top: int | None = None) -> dict[str, Any]:
+def describe(analysis: Analysis, game: Game, top: int | None = None) -> dict[str, Any]:
     """A search result as plain data (JSON-ready).
 
     Win/draw/loss (and q = win - loss) are from the view of the side to move in `game` (named in "side"),
@@ -120,13 +124,13 @@ def describe(analysis: Any, game: Game, top: int | None = None) -> dict[str, Any
 class Engine:
     """A checkpoint's network plus the search. Not thread-safe: callers that share one serialise calls."""
 
-    def __init__(self, evaluator: Any, checkpoint: Path, search_config: Any = None) -> None:
+    def __init__(self, evaluator: PositionEvaluator, checkpoint: Path, search_config: SearchConfig | None = None) -> None:
         self.evaluator = evaluator
         self.checkpoint = checkpoint
         self.search_config = search_config
 
     @classmethod
-    def load(cls, checkpoint: str | Path | None = None) -> "Engine":
+    def load(cls, checkpoint: str | Path | None = None) -> Engine:
         """The engine for a checkpoint file, by default the shipped one."""
         from zero.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
         from zero.inference import Evaluator
@@ -150,7 +154,7 @@ class Engine:
     def name(self) -> str:
         return f"checkers-zero {self.checkpoint.stem}"
 
-    def analyse(self, game: Game, budget: Budget) -> Any:
+    def analyse(self, game: Game, budget: Budget) -> Analysis:
         """Search the game's current position within the budget (the game must not be over)."""
         from selfplay.search import analyse
 
@@ -160,7 +164,7 @@ class Engine:
             return analyse(game, self.evaluator, budget.simulations, self.search_config)
         return self._analyse_for_time(game, budget.seconds)
 
-    def _analyse_for_time(self, game: Game, seconds: float) -> Any:
+    def _analyse_for_time(self, game: Game, seconds: float) -> Analysis:
         """Grow one search tree chunk by chunk until the time is up (or the tree is full)."""
         from selfplay.search import BatchedSearch, SearchConfig, _analysis_of
 
@@ -175,7 +179,7 @@ class Engine:
             if time.perf_counter() >= deadline or search.root_visits(0) < target:  # time up, or tree full
                 return _analysis_of(search, game.position)
 
-    def choose(self, game: Game, budget: Budget) -> tuple[Move, Any]:
+    def choose(self, game: Game, budget: Budget) -> tuple[Move, Analysis]:
         """The engine's move (the most visited) and the search behind it."""
         from selfplay.search import best_move
 

@@ -40,7 +40,7 @@ from zero.play.engine import DEFAULT_LEVEL, LEVELS, Budget, Engine, EngineError,
 from zero.play.session import HumanGame, PlayError
 
 DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
+DEFAULT_PORT = 8000
 MAX_BODY_BYTES = 64 * 1024
 MAX_GAMES = 64  # games kept in memory; the least recently used is dropped beyond this
 MAX_SIMULATIONS = 100_000
