@@ -22,11 +22,12 @@ def server(engine):
     stop()
 
 
-def call(server, method: str, path: str, body=None, raw: bytes | None = None) -> tuple[int, dict | str]:
+def call(server, method: str, path: str, body=None, raw: bytes | None = None,
+         headers: dict[str, str] | None = None) -> tuple[int, dict | str]:
     host, port = server.server_address[:2]
     conn = http.client.HTTPConnection(host, port, timeout=60)
     payload = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    conn.request(method, path, body=payload, headers={"Content-Type": "application/json"})
+    conn.request(method, path, body=payload, headers=headers or {"Content-Type": "application/json"})
     res = conn.getresponse()
     data = res.read().decode()
     conn.close()
@@ -175,3 +176,16 @@ def test_no_request_body_gets_a_500(server, action, body):
     assert status < 500, answer
     if status >= 400:
         assert answer["error"]
+
+
+def test_requests_another_site_could_make_are_refused(server):
+    state = new_game(server)
+    gid = state["id"]
+    status, answer = call(server, "POST", f"/api/games/{gid}/resign", raw=b"{}",
+                          headers={"Content-Type": "text/plain"})  # a cross-site "simple" request
+    assert status == 415 and "application/json" in answer["error"]
+    status, answer = call(server, "POST", f"/api/games/{gid}/resign", raw=b"",
+                          headers={"Content-Type": "application/json", "Host": "evil.example:8000"})
+    assert status == 403 and "localhost" in answer["error"]  # DNS rebinding: the page names its own host
+    assert call(server, "GET", "/", headers={"Host": "evil.example"})[0] == 403
+    assert call(server, "GET", f"/api/games/{gid}", headers={"Host": "localhost:1234"}) == (200, state)

@@ -17,12 +17,15 @@ API (every body is a JSON object; unknown fields are refused):
     POST /api/games/ID/resign       -> state
     GET  /api/games/ID/pdn          the record as a PDN file
 A request that is malformed (400), names no game (404), is not possible now (409) or plays an illegal
-move (422) gets that status and {"error": message}; the game is left as it was.
+move (422) gets that status and {"error": message}; the game is left as it was. POSTs must be sent as
+application/json (415 otherwise) and, on a loopback address, the Host must be this machine (403): other
+web sites the person visits cannot then drive the game through their browser.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import secrets
 import sys
@@ -246,6 +249,7 @@ class PlayHandler(BaseHTTPRequestHandler):
     def _serve(self, method: str) -> None:
         path = self.path.split("?", 1)[0]
         try:
+            self._check_origin()
             if path in ("/", "/index.html"):
                 _allow(method, "GET")
                 self._send(200, self.server.page, "text/html; charset=utf-8")
@@ -267,6 +271,22 @@ class PlayHandler(BaseHTTPRequestHandler):
         except Exception as exc:  # a bug, not a bad request: say so rather than drop the connection
             traceback.print_exc()
             self._json(500, {"error": f"internal error: {exc}"})
+
+    def _check_origin(self) -> None:
+        """Refuse requests that a web page from elsewhere could make through the person's browser.
+
+        On a loopback address the Host must name this machine (a DNS-rebinding page names its own host).
+        A POST must say it is JSON (with or without a body): a cross-site form or fetch cannot send that
+        type without a CORS preflight, which this server never grants.
+        """
+        if ipaddress.ip_address(self.server.server_address[0]).is_loopback:
+            host = (self.headers.get("Host") or "").rsplit(":", 1)[0].strip("[]").lower()
+            if host not in ("localhost", "127.0.0.1", "::1"):
+                raise ApiError(403, f"this server answers only requests for localhost, not {host!r}")
+        if self.command == "POST":
+            content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            if content_type != "application/json":
+                raise ApiError(415, "send the body as Content-Type: application/json")
 
     def _body(self) -> dict[str, Any]:
         length_text = self.headers.get("Content-Length") or "0"
