@@ -102,9 +102,25 @@ def current_best(run_dir: Path) -> CheckpointInfo:
         if not path.is_absolute():
             path = run_dir / path
         return CheckpointInfo(path, str(record.get("name", path.stem)), int(record.get("step", 0)))
-    from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+    from zero.checkpoint import DEFAULT_CHECKPOINT, CheckpointError, load_checkpoint
 
-    return CheckpointInfo(DEFAULT_CHECKPOINT, DEFAULT_CHECKPOINT.stem, load_checkpoint(DEFAULT_CHECKPOINT).step)
+    try:
+        step = load_checkpoint(DEFAULT_CHECKPOINT).step
+    except CheckpointError as exc:
+        raise CheckpointError(f"no best checkpoint yet ({record_path} is absent) and the shipped checkpoint "
+                              f"cannot be used: {exc}") from None
+    return CheckpointInfo(DEFAULT_CHECKPOINT, DEFAULT_CHECKPOINT.stem, step)
+
+
+def load_ballot(name: str) -> list:
+    """zero.match.Opening list of a ballot file (relative to the data folder, or absolute); [] for ""."""
+    if not name:
+        return []
+    from zero.data import require_data_file
+    from zero.match import load_openings
+
+    path = Path(name)
+    return load_openings(path if path.is_absolute() else require_data_file(name))
 
 
 def game_seed(run_seed: int, actor_id: int, index: int) -> int:
@@ -185,7 +201,7 @@ class Actor:
         self.stop = StopRequest()
         self._started_games = 0
         self._first_index = 0  # games this actor committed in earlier runs: their seeds are not reused
-        self._openings = self._load_openings()
+        self._openings = load_ballot(config.openings)
 
     # -- set-up --------------------------------------------------------------------------------------
     def _load_network(self, info: CheckpointInfo):
@@ -197,14 +213,20 @@ class Actor:
         device = default_device() if self.config.device == "auto" else self.config.device
         return Evaluator.from_checkpoint(info.path, device=device)
 
-    def _load_openings(self) -> list:
-        if not self.config.openings:
-            return []
-        from zero.data import require_data_file
-        from zero.match import load_openings
 
-        path = Path(self.config.openings)
-        return load_openings(path if path.is_absolute() else require_data_file(self.config.openings))
+    def _newer_generation(self, newest: _Generation) -> _Generation | None:
+        """A generation for a best checkpoint newer than `newest`'s, if there is one that loads."""
+        from zero.checkpoint import CheckpointError
+
+        try:
+            if current_best(self.run_dir).path == newest.checkpoint.path:
+                return None
+            return self._new_generation()
+        except (CheckpointError, OSError, ValueError, KeyError) as exc:
+            # A bad promotion must not stop self-play: keep the current network and look again later.
+            log.warning("actor %d: cannot switch to the new best checkpoint (%s); keeping %s",
+                        self.actor_id, exc, newest.checkpoint.name)
+            return None
 
     def _new_generation(self) -> _Generation:
         info = current_best(self.run_dir)
@@ -373,8 +395,9 @@ class Actor:
                 newest = generations[-1]
                 if time.monotonic() - last_poll > self.config.checkpoint_poll_seconds and self._may_start_game():
                     last_poll = time.monotonic()
-                    if current_best(self.run_dir).path != newest.checkpoint.path:
-                        newest = self._new_generation()
+                    newer = self._newer_generation(newest)
+                    if newer is not None:
+                        newest = newer
                         generations.append(newest)
                 # Refill: new games only in the newest generation, never more than games_in_flight in all.
                 free = self.config.games_in_flight - sum(gen.in_flight() for gen in generations)

@@ -46,7 +46,7 @@ class SearchConfig:
     resign_threshold: float = -0.9  # resign when the root value for the side to move falls below this
     resign_min_ply: int = 20  # no resignation before this ply
     resign_playthrough: float = 0.1  # share of games that never resign, to measure wrong resignations
-    tree_capacity: int = 16384  # nodes per tree; a full tree ends its search early
+    tree_capacity: int = 0  # nodes per tree (a full tree ends its search early); 0 = nodes_per_tree()
     reuse_tree: bool = True  # keep the played move's subtree for the next search
 
     def validate(self) -> None:
@@ -56,6 +56,11 @@ class SearchConfig:
             raise ValueError("probabilities must lie in [0, 1]")
         if self.leaves_per_tree < 1:
             raise ValueError("leaves_per_tree must be at least 1")
+
+    def nodes_per_tree(self) -> int:
+        """Pool size: tree_capacity, or by default room for a full search (about 8 children per
+        expansion) plus as much again for the subtree kept from the previous move."""
+        return self.tree_capacity or 16 * max(self.full_simulations, self.fast_simulations) + movegen.MAX_MOVES + 1
 
     def temperature_at(self, ply: int) -> float:
         return self.temperature if ply < self.temperature_plies else self.final_temperature
@@ -104,7 +109,7 @@ class BatchedSearch:
         self.config.validate()
         self.rules = rules or RulesConfig()
         self.games = games
-        self.forest = mcts.new_forest(games, capacity or self.config.tree_capacity,
+        self.forest = mcts.new_forest(games, capacity or self.config.nodes_per_tree(),
                                       self.rules.no_progress_plies + 2)
         self.active = np.zeros(games, dtype=np.bool_)
         batch = games * self.config.leaves_per_tree

@@ -35,6 +35,20 @@ def games_per_actor(games: int | None, actors: int) -> list[int | None]:
     return [games // actors + (i < games % actors) for i in range(actors)]
 
 
+def check_inputs(run_dir: Path, cfg) -> str | None:
+    """What would stop every actor at once (no network to load, a bad ballot), found before starting them."""
+    from selfplay.actor import current_best, load_ballot
+    from zero.checkpoint import CheckpointError
+    from zero.match import BallotError
+
+    try:
+        current_best(run_dir)
+        load_ballot(cfg.openings)
+    except (CheckpointError, BallotError, FileNotFoundError, ValueError, KeyError) as exc:
+        return str(exc)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     import multiprocessing as mp
 
@@ -57,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     run_dir = Path(args.run)
     run_dir.mkdir(parents=True, exist_ok=True)
+    problem = check_inputs(run_dir, cfg)
+    if problem:
+        print(f"selfplay: {problem}", file=sys.stderr)
+        return 2
     actor_ids = list(range(args.first_actor, args.first_actor + args.actors))
     write_run_record(run_dir, cfg, {"seed": cfg.seed, "first_actor": args.first_actor, "actors": args.actors},
                      name=f"selfplay-{actor_ids[0]}-{actor_ids[-1]}")

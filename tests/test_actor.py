@@ -22,6 +22,7 @@ from zero.checkpoint import save_checkpoint
 from zero.encoding import move_action
 from zero.game import Game
 from zero.network import NetworkConfig, PolicyValueNet
+from zero.notation import resolve_move
 from zero.pdn import read_pdn_text
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
@@ -121,6 +122,23 @@ def test_resignation_and_play_through(run):
     assert all(g.termination != "resignation" for g in played_on)
     assert all(g.would_resign_ply >= 4 and g.would_resign_side == (1 if g.would_resign_ply % 2 == 0 else -1)
                for g in played_on)
+
+
+def test_openings_from_a_ballot(run):
+    ballot = run / "ballot.txt"
+    ballot.write_text("9-13 21-17 5-9\n11-15 23-19 8-11\n")
+    config = _config()
+    config.openings, config.opening_share = str(ballot), 1.0
+    Actor(run, 0, config, games=4).run()
+    for stored in _games(run):
+        assert stored.opening in ("9-13 21-17 5-9", "11-15 23-19 8-11")
+        (pdn,) = list(read_pdn_text(stored.pdn))
+        start = Game()
+        for text in stored.opening.split():
+            start.play(resolve_move(text, start.legal_moves()))
+        # The self-play game begins after the ballot moves (they are not training positions).
+        assert pdn.start == start.position
+        assert stored.positions["ply"][0] == 0 and stored.positions["black"][0] == start.position.black
 
 
 def test_seeds_continue_after_a_restart(run):
