@@ -10,8 +10,17 @@ from zero.checkpoint import save_checkpoint
 from zero.network import NetworkConfig, PolicyValueNet
 from zero.play.engine import Engine
 
-# A position where Black must capture and has two double jumps through square 18: 9x18x25 and 9x18x27.
-MULTI_JUMP_FEN = "B:W14,22,23:B1,2,3,9"
+@pytest.fixture(scope="session")
+def multi_jump_fen():
+    """Black must capture and has two double jumps through square 18: 9x18x25 and 9x18x27."""
+    return "B:W14,22,23:B1,2,3,9"
+
+
+@pytest.fixture(scope="session")
+def king_routes_fen():
+    """Black's king on 3 has three captures: 3x10x17, 3x12x19x10x17 (the same ends: '3x17' is ambiguous)
+    and 3x10x19x12x3 (a round trip back to its start)."""
+    return "B:W7,8,14,15,16,30:BK3"
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import MULTI_JUMP_FEN
 
 from zero.cli import main
 from zero.game import Game, Position
@@ -24,11 +23,11 @@ def analyze(capsys, tiny_checkpoint, *args: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def test_json_output(capsys, tiny_checkpoint):
-    code, out, _ = analyze(capsys, tiny_checkpoint, "--fen", MULTI_JUMP_FEN, "--sims", "40", "--json")
+def test_json_output(multi_jump_fen, capsys, tiny_checkpoint):
+    code, out, _ = analyze(capsys, tiny_checkpoint, "--fen", multi_jump_fen, "--sims", "40", "--json")
     assert code == 0
     result = json.loads(out)
-    assert result["fen"] == MULTI_JUMP_FEN and result["side"] == "black"
+    assert result["fen"] == multi_jump_fen and result["side"] == "black"
     assert result["simulations"] == 40
     assert sorted(m["move"] for m in result["moves"]) == ["9x18x25", "9x18x27"]
     visits = [m["visits"] for m in result["moves"]]

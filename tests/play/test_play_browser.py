@@ -10,7 +10,6 @@ import os
 import shutil
 
 import pytest
-from conftest import MULTI_JUMP_FEN
 
 from zero.play.server import start_in_thread
 
@@ -75,8 +74,8 @@ def new_game(page, fen: str = "") -> None:
     wait_for_your_turn(page, 0)
 
 
-def test_multi_jump_by_clicking_through_the_path_engine_reply_and_undo(page):
-    new_game(page, MULTI_JUMP_FEN)
+def test_multi_jump_by_clicking_through_the_path_engine_reply_and_undo(multi_jump_fen, page):
+    new_game(page, multi_jump_fen)
     assert square(page, 9).locator("[data-piece=b]").count() == 1
     square(page, 9).click()
     assert "selected" in classes(page, 9)
@@ -96,6 +95,23 @@ def test_multi_jump_by_clicking_through_the_path_engine_reply_and_undo(page):
     assert "9x18x27" not in page.input_value("#pdn")
     assert square(page, 9).locator("[data-piece=b]").count() == 1  # back where it started
     assert square(page, 14).locator("[data-piece=w]").count() == 1  # the captured pieces are back
+    assert page.errors == []
+
+
+def test_routes_with_the_same_ends_are_told_apart_by_clicking_through(king_routes_fen, page):
+    new_game(page, king_routes_fen)
+    square(page, 3).click()
+    assert "step" in classes(page, 10) and "step" in classes(page, 12) and "target" in classes(page, 17)
+    square(page, 3).click()  # the selected piece again: deselects (the round trip 3x10x19x12x3 is not played)
+    assert "selected" not in classes(page, 3) and page.evaluate("game.moves.length") == 0
+    square(page, 3).click()
+    square(page, 17).click()  # two routes end on 17
+    assert "Several routes end there" in page.text_content("#message")
+    assert page.evaluate("game.moves.length") == 0
+    for sq in (12, 19, 10, 17):
+        square(page, sq).click()
+    wait_for_your_turn(page, 2)
+    assert "1. 3x12x19x10x17 " in page.input_value("#pdn")
     assert page.errors == []
 
 

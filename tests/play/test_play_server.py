@@ -6,7 +6,6 @@ import http.client
 import json
 
 import pytest
-from conftest import MULTI_JUMP_FEN
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -81,8 +80,8 @@ def test_a_game_move_engine_reply_undo_and_pdn(server):
     assert status == 200 and state["moves"] == [str(m) for m in game.moves[:2]]
 
 
-def test_multi_jump_by_full_path_and_by_ends(server):
-    gid = new_game(server, fen=MULTI_JUMP_FEN)["id"]
+def test_multi_jump_by_full_path_and_by_ends(multi_jump_fen, server):
+    gid = new_game(server, fen=multi_jump_fen)["id"]
     status, state = call(server, "POST", f"/api/games/{gid}/move", {"path": [9, 18]})
     assert status == 422 and "illegal move 9-18" in state["error"]
     status, state = call(server, "POST", f"/api/games/{gid}/move", {"path": [9, 27]})

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 
 import pytest
-from conftest import MULTI_JUMP_FEN
 
 from zero.cli import main
 from zero.game import Position
@@ -55,8 +54,8 @@ def test_unparseable_input_is_refused(run):
     assert "not a move: 'hello'" in out
 
 
-def test_capture_by_its_end_squares_and_resignation_saved_as_pdn(run, tmp_path):
-    code, out = run("9x25\nresign\n", "--fen", MULTI_JUMP_FEN)
+def test_capture_by_its_end_squares_and_resignation_saved_as_pdn(multi_jump_fen, run, tmp_path):
+    code, out = run("9x25\nresign\n", "--fen", multi_jump_fen)
     assert code == 0
     assert "You play 9x18x25" in out
     assert "Engine plays" in out
@@ -64,14 +63,21 @@ def test_capture_by_its_end_squares_and_resignation_saved_as_pdn(run, tmp_path):
     assert f"Game saved to {tmp_path / 'game.pdn'}" in out
     game = saved_game(tmp_path)
     assert game.result == "0-1"
-    assert str(game.start) == MULTI_JUMP_FEN
+    assert str(game.start) == multi_jump_fen
     assert [str(mv) for mv in game.moves][0] == "9x18x25"
     assert len(game.moves) == 2
 
 
-def test_ambiguous_short_capture_names_the_candidates(run):
-    _, out = run("9x18\n", "--fen", MULTI_JUMP_FEN)
-    assert "illegal move 9x18" in out  # 9x18 is no full move: both captures go on to 25 or 27
+def test_a_capture_stopped_halfway_is_refused(multi_jump_fen, run):
+    _, out = run("9x18\n", "--fen", multi_jump_fen)
+    assert "illegal move 9x18" in out  # both captures go on to 25 or 27
+
+
+def test_ambiguous_short_capture_names_the_candidates(king_routes_fen, run, tmp_path):
+    _, out = run("3x17\n3x12x19x10x17\nsave\n", "--fen", king_routes_fen)
+    assert "ambiguous move 3x17: it could be 3x10x17, 3x12x19x10x17; write the full path" in out
+    assert "You play 3x12x19x10x17" in out
+    assert str(saved_game(tmp_path).moves[0]) == "3x12x19x10x17"
 
 
 def test_undo_takes_back_the_move_and_the_reply(run, tmp_path):
