@@ -1,0 +1,138 @@
+"""The self-play trainer on a real replay store: pacing, expert mixing, candidates, resume, learning."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from selfplay.random_records import random_game_record
+from selfplay.replay_buffer import ReplayReader, ReplayWriter
+from train.trainer import TRAINER_STATE, Trainer, TrainerConfig, batch_from_rows, candidate_path, expert_share_at
+from zero.checkpoint import load_checkpoint, save_checkpoint
+from zero.network import NetworkConfig, PolicyValueNet
+
+TINY = NetworkConfig(blocks=1, channels=16, policy_channels=4, value_channels=2, value_hidden=16)
+
+EXPERT_PDN = """[Event "a"]
+[Result "1-0"]
+1. 11-15 24-20 2. 8-11 28-24 3. 9-13 22-18 4. 15x22 25x18 5. 4-8 26-22 1-0
+
+[Event "b"]
+[Result "1/2-1/2"]
+1. 11-15 23-19 2. 8-11 22-17 3. 9-13 17x10 4. 7x14 1/2-1/2
+"""
+
+
+def write_games(run, actor, seeds):
+    with ReplayWriter(run, actor) as writer:
+        for s in seeds:
+            writer.append_game(random_game_record(s, max_plies=40))
+
+
+@pytest.fixture
+def initial(tmp_path):
+    torch.manual_seed(0)
+    path = tmp_path / "initial.pt"
+    save_checkpoint(path, net=PolicyValueNet(TINY), net_config=TINY, step=0)
+    return path
+
+
+def config(**kw) -> TrainerConfig:
+    base = TrainerConfig(batch_size=32, min_positions=50, window_min=100, samples_per_position=2.0,
+                         checkpoint_every=5, device="cpu", poll_seconds=0.01, lr=3e-3)
+    return replace(base, **kw)
+
+
+def test_training_is_paced_by_committed_positions(tmp_path, initial):
+    run = tmp_path / "run"
+    trainer = Trainer(run, config(), initial)
+    assert not trainer.ready()  # no data yet
+    write_games(run, 0, range(4))
+    committed = ReplayReader(run).positions_committed()
+    assert committed >= 50
+    steps = 0
+    while trainer.ready():
+        trainer.train_step()
+        steps += 1
+    # samples drawn never exceed samples_per_position x committed positions, and the last batch filled it
+    assert trainer.samples_drawn <= 2.0 * committed < trainer.samples_drawn + 32
+    assert steps == trainer.step == int(2.0 * committed // 32)
+    write_games(run, 1, range(10, 14))
+    assert trainer.ready()  # new positions from another actor allow more steps
+
+
+def test_candidates_and_resume_continue_exactly(tmp_path, initial):
+    run = tmp_path / "run"
+    write_games(run, 0, range(6))
+    trainer = Trainer(run, config(), initial)
+    trainer.run(max_steps=7)
+    assert candidate_path(run, 5).exists() and (run / TRAINER_STATE).exists()
+    state = load_checkpoint(run / TRAINER_STATE)
+    assert state.step == 7 and state.extra["samples_drawn"] == 7 * 32 and state.optimizer_state is not None
+    resumed = Trainer(run, config(), initial)
+    assert resumed.step == 7 and resumed.samples_drawn == 7 * 32
+    for a, b in zip(resumed.net.state_dict().values(), trainer.net.state_dict().values()):
+        assert torch.equal(a, b)
+    assert resumed.optimizer.state_dict()["state"].keys() == trainer.optimizer.state_dict()["state"].keys()
+    candidate = load_checkpoint(candidate_path(run, 5))
+    assert candidate.step == 5 and candidate.parent == str(initial)
+
+
+def test_expert_share_decays_and_is_logged_per_source(tmp_path, initial):
+    from train.pretrain_dataset import build_dataset
+
+    pdn = tmp_path / "expert.pdn"
+    pdn.write_text(EXPERT_PDN)
+    dataset = tmp_path / "expert"
+    build_dataset(pdn, dataset, progress=False)
+    cfg = config(expert_data=str(dataset), expert_share=0.5, expert_decay_steps=4,
+                 samples_per_position=50.0)
+    assert expert_share_at(cfg, 0) == 0.5 and expert_share_at(cfg, 2) == 0.25 and expert_share_at(cfg, 4) == 0
+    run = tmp_path / "run"
+    write_games(run, 0, range(4))
+    trainer = Trainer(run, cfg, initial)
+    first = trainer.train_step()
+    assert first["expert_share"] == 0.5
+    assert {"selfplay/policy_loss", "expert/policy_loss", "expert/value_loss"} <= set(first)
+    for _ in range(4):
+        last = trainer.train_step()
+    assert last["expert_share"] == 0 and "expert/policy_loss" not in last
+
+
+@pytest.mark.slow
+def test_trainer_learns_the_visit_distributions(tmp_path, initial):
+    """On a fixed small store the policy's excess over the targets' entropy (the KL divergence) and the
+    value loss fall well below their starting values."""
+    run = tmp_path / "run"
+    write_games(run, 0, range(3))
+    trainer = Trainer(run, config(samples_per_position=1e6, window_min=10_000), initial)
+    rows = trainer.reader.sample(256, 10_000, np.random.default_rng(0))
+    batch = batch_from_rows(rows, trainer.device)
+    from train.trainer import losses
+
+    with torch.no_grad():
+        p0, v0 = losses(trainer.net, batch)
+    for _ in range(150):
+        trainer.train_step()
+    with torch.no_grad():
+        p1, v1 = losses(trainer.net, batch)
+    target = batch.policy
+    weight = batch.policy_weight
+    entropy = float((-(target * torch.log(target.clamp(min=1e-12))).sum(dim=1) * weight).sum() / weight.sum())
+    assert p1 - entropy < 0.5 * (p0 - entropy) and v1 < 0.8 * v0
+
+
+def test_batch_targets_match_the_stored_visits(tmp_path):
+    run = tmp_path / "run"
+    write_games(run, 0, [3])
+    rows = ReplayReader(run).sample(64, 1000, np.random.default_rng(1))
+    batch = batch_from_rows(rows, torch.device("cpu"))
+    policy = batch.policy.numpy()
+    legal = batch.legal.numpy()
+    # targets sum to one and live on legal actions only
+    assert np.allclose(policy.sum(axis=1), 1.0, atol=1e-5)
+    assert not (policy[~legal] > 0).any()
+    assert set(np.unique(batch.wdl.numpy())) <= {0, 1, 2}
