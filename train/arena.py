@@ -10,7 +10,7 @@ same `zero.match.MatchResult` as a sequential match, so statistics, PDN output a
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -18,13 +18,13 @@ import numpy as np
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, SearchConfig, sample_by_visits
 from zero.game import Game, Move, RulesConfig, Termination
-from zero.match import DEFAULT_MAX_PLIES, GameRecord, MatchResult, Opening, match_schedule, mix_seed
+from zero.match import DEFAULT_MAX_PLIES, GameRecord, MatchResult, Opening, match_schedule, mix_seed, start_game
 from zero.players import Player
 
 
 @dataclass
 class NetworkPlayer:
-    """A network with a fixed search budget: no noise, most visited move (gating and rating settings)."""
+    """A network with a fixed search budget: no noise (the arena never mixes any in), most visited move."""
 
     name: str
     evaluator: PositionEvaluator
@@ -66,7 +66,7 @@ def play_lockstep_match(
     schedule = match_schedule(openings, games)
     result = MatchResult(a.name, b.name)
     searches = {
-        id(p): BatchedSearch(parallel, _no_noise(p.config), rules)
+        id(p): BatchedSearch(parallel, p.config, rules)
         for p in (a, b) if isinstance(p, NetworkPlayer)
     }
     slots: list[_Slot | None] = [None] * parallel
@@ -162,23 +162,11 @@ def play_lockstep_match(
     return result
 
 
-def _no_noise(config: SearchConfig) -> SearchConfig:
-    return replace(config, dirichlet_fraction=0.0, temperature=0.0, final_temperature=0.0)
-
-
 def _start(g, k, schedule, openings, rules, seed, a, b, searches) -> _Slot:
     opening_index, a_black = schedule[k]
     opening = openings[opening_index]
     game_seed = mix_seed(seed, k)
-    for colour, player in enumerate((a, b) if a_black else (b, a)):
-        reset = getattr(player, "reset", None)
-        if reset is not None and not isinstance(player, NetworkPlayer):
-            reset(mix_seed(game_seed, colour))
-    game = Game(start=opening.start, rules=rules)
-    for move in opening.replay():
-        if game.outcome is not None:
-            break
-        game.play(move)
+    game = start_game(*((a, b) if a_black else (b, a)), opening, rules, game_seed)
     for search in searches.values():
         search.set_root(g, game)
     return _Slot(k, opening_index, a_black, game, game_seed)

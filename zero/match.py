@@ -198,14 +198,9 @@ def mix_seed(*parts: int) -> int:
     return (high & 0x7FFFFFFF) << 32 | low
 
 
-def play_game(black: Player, white: Player, opening: Opening, rules: RulesConfig = RulesConfig(),
-              max_plies: int = DEFAULT_MAX_PLIES, seed: int = 0) -> GameRecord:
-    """Play one game: the opening's moves forced, then the players, under `rules` (every draw rule applies).
-
-    A game still going after max_plies plies (the opening's included) is a draw flagged as truncated.
-    Each player's reset(seed) (when it has one) is called first with a seed derived from `seed`, so the
-    game depends only on the arguments.
-    """
+def start_game(black: Player, white: Player, opening: Opening, rules: RulesConfig, seed: int) -> Game:
+    """A new game after the opening's forced moves; each player's reset(seed) (when it has one) is called
+    with a seed derived from `seed` and its colour."""
     for colour, player in enumerate((black, white)):
         reset = getattr(player, "reset", None)
         if reset is not None:
@@ -215,6 +210,18 @@ def play_game(black: Player, white: Player, opening: Opening, rules: RulesConfig
         if game.outcome is not None:
             break
         game.play(move)
+    return game
+
+
+def play_game(black: Player, white: Player, opening: Opening, rules: RulesConfig = RulesConfig(),
+              max_plies: int = DEFAULT_MAX_PLIES, seed: int = 0) -> GameRecord:
+    """Play one game: the opening's moves forced, then the players, under `rules` (every draw rule applies).
+
+    A game still going after max_plies plies (the opening's included) is a draw flagged as truncated.
+    Each player's reset(seed) (when it has one) is called first with a seed derived from `seed`, so the
+    game depends only on the arguments.
+    """
+    game = start_game(black, white, opening, rules, seed)
     while game.outcome is None:
         if game.ply >= max_plies:
             game.finish(0, Termination.MAX_LENGTH)
