@@ -35,11 +35,12 @@ def store_bytes(run: Path) -> int:
     return sum(f.stat().st_size for f in store_path(run).rglob("*") if f.is_file())
 
 
-def append(run: Path, records, positions: int, commit_positions: int, chunk_rows: int) -> tuple[float, int, int]:
-    """(seconds, positions written, commits) appending games until `positions` are committed."""
+def append(run: Path, records, positions: int, commit_positions: int,
+           chunk_rows: int) -> tuple[float, float, int, int]:
+    """(wall s, CPU s, positions written, commits) appending games until `positions` are committed."""
     written = commits = 0
     with tqdm(total=positions, unit="pos", desc=f"commit {commit_positions}, chunk {chunk_rows}", leave=False) as bar:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         with ReplayWriter(run, 0, commit_positions=commit_positions, commit_seconds=3600,
                           chunk_rows=chunk_rows) as writer:
             k = 0
@@ -51,8 +52,8 @@ def append(run: Path, records, positions: int, commit_positions: int, chunk_rows
                 bar.update(records[k % len(records)].length)
                 k += 1
             commits += writer.pending_games > 0
-        seconds = time.perf_counter() - started
-    return seconds, written, commits
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    return seconds, cpu, written, commits
 
 
 def main() -> None:
@@ -69,13 +70,15 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="replay-bench-", dir=args.dir))
     try:
         print(f"\nappend ({args.positions} positions per setting, one actor)")
-        print(f"{'commit every':>14} {'chunk rows':>11} {'positions/s':>12} {'ms/commit':>10} {'bytes/position':>15}")
+        print("(wall: elapsed time on this machine as loaded; CPU: process time of all the writer's threads)")
+        print(f"{'commit every':>14} {'chunk rows':>11} {'pos/s wall':>11} {'pos/s CPU':>10} "
+              f"{'ms/commit wall':>15} {'ms/commit CPU':>14} {'bytes/position':>15}")
         for commit_positions, chunk_rows in SETTINGS:
             run = base / f"append-{commit_positions}-{chunk_rows}"
-            seconds, written, commits = append(run, records, args.positions, commit_positions, chunk_rows)
+            seconds, cpu, written, commits = append(run, records, args.positions, commit_positions, chunk_rows)
             label = "game" if commit_positions == 1 else f"{commit_positions} pos"
-            print(f"{label:>14} {chunk_rows:>11} {written / seconds:>12.0f} {1000 * seconds / commits:>10.1f} "
-                  f"{store_bytes(run) / written:>15.0f}")
+            print(f"{label:>14} {chunk_rows:>11} {written / seconds:>11.0f} {written / cpu:>10.0f} "
+                  f"{1000 * seconds / commits:>15.1f} {1000 * cpu / commits:>14.1f} {store_bytes(run) / written:>15.0f}")
 
         run = base / "append-1024-4096"  # the default settings
         reader = ReplayReader(run)
@@ -85,16 +88,18 @@ def main() -> None:
         reader.sample(1024, window, rng)
         cold = time.perf_counter() - started
         rounds = 200
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         for _ in range(rounds):
             reader.sample(1024, window, rng)
         hot = (time.perf_counter() - started) / rounds
+        hot_cpu = (time.process_time() - cpu_started) / rounds
         started = time.perf_counter()
         reader.refresh()
         refresh = time.perf_counter() - started
         print(f"\nsample (batch 1024, window {window} positions, {reader.total_games()} games, one actor)")
         print(f"  first batch (loads the window): {1000 * cold:.0f} ms")
-        print(f"  then: {1000 * hot:.2f} ms per batch = {1024 / hot:,.0f} positions/s")
+        print(f"  then: {1000 * hot:.2f} ms per batch wall = {1024 / hot:,.0f} positions/s "
+              f"({1000 * hot_cpu:.2f} ms CPU = {1024 / hot_cpu:,.0f} positions/s)")
         print(f"  refresh with nothing new: {1000 * refresh:.1f} ms")
     finally:
         shutil.rmtree(base, ignore_errors=True)

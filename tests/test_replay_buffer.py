@@ -167,6 +167,26 @@ def test_sampling_is_uniform_over_the_newest_window(tmp_path):
     assert len(np.unique(whole["game_id"])) == 18
 
 
+def test_samples_match_stored_rows_as_the_window_moves(tmp_path):
+    writers = {a: ReplayWriter(tmp_path, a, commit_positions=1, chunk_rows=32) for a in (0, 1)}
+    reader = ReplayReader(tmp_path)
+    rng = np.random.default_rng(5)
+    for k in range(10):
+        writers[k % 2].append_game(record(800 + k))
+        reader.refresh()
+        # Windows that grow backwards, shrink and jump, so the reader's row cache extends, trims and reloads.
+        for window in (10, 400, 60, 10**6, 25):
+            batch = reader.sample(200, window, rng)
+            for i in range(0, 200, 7):
+                actor, index = split_game_id(int(batch["game_id"][i]))
+                expected = expected_record(800 + 2 * index + actor).positions
+                ply = int(batch["ply"][i])
+                assert batch["black"][i] == expected.black[ply] and batch["kings"][i] == expected.kings[ply]
+                np.testing.assert_array_equal(batch["policy_actions"][i], expected.policy_actions[ply])
+    for w in writers.values():
+        w.close()
+
+
 def test_sample_on_an_empty_store_says_so(tmp_path):
     reader = ReplayReader(tmp_path)
     assert reader.total_games() == 0 and reader.positions_committed() == 0
@@ -267,7 +287,7 @@ def test_repeated_sigkills_at_different_moments(tmp_path):
 
 def test_reader_follows_writer_processes(tmp_path):
     """Two actors start on a fresh store at once; a reader samples while they append."""
-    bases, limit = {1: 300, 2: 700}, 8
+    bases, limit = {1: 300, 2: 700}, 6
     procs = [start_writer(tmp_path, actor, base, limit=limit) for actor, base in bases.items()]
     reader = ReplayReader(tmp_path)
     rng = np.random.default_rng(3)
