@@ -165,7 +165,8 @@ def main() -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f} at start")
     print("\n1. search alone, uniform evaluator, single thread")
-    print("| trees | leaves/tree | sims/move | batch | M sims/s (CPU) | M sims/s (wall) | select | encode | evaluate | expand |")
+    print("| trees | leaves/tree | sims/move | batch | M sims/s (CPU) | M sims/s (wall) "
+          "| select | encode | evaluate | expand |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for trees, leaves, sims in ((16, 16, 800), (64, 8, 800), (256, 8, 800)):
         r = bench_uniform(trees, leaves, sims)
@@ -186,7 +187,8 @@ def main() -> None:
         run_dir = Path(tmp)
         network = _ensure_network(run_dir)
         print(f"\n3. self-play, {network}, CPU, default SelfPlayConfig, {args.seconds:.0f} s per run")
-        print("| actors | load avg | games done | moves | positions/hour | sims/s | net evals/s | tree | encode | inference |")
+        print("| actors | load avg | games done | moves | positions/hour | sims/s | net evals/s "
+              "| tree | encode | inference |")
         print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for actors in (int(a) for a in args.actors.split(",")):
             stats = bench_actors(actors, args.seconds, run_dir)

@@ -1,14 +1,20 @@
 """PUCT search kernels over many trees at once: numba on plain arrays, one node pool per game in flight.
 
-A `Forest` holds G trees, each a pool of `capacity` nodes in row g of 2-D arrays. The root of every tree is
+A `Forest` holds G trees, each a pool of `capacity` nodes in row g of its arrays. The root of every tree is
 node 0: after a move is played, `advance_root` compacts the chosen child's subtree to the front of the pool
 (one linear pass; children are always allocated after their parent, so moving kept nodes forward in index
 order never overwrites a node not yet moved).
 
 Values. The value sum of a node is from the view of the player who moved INTO it (the chooser at its
 parent), so a parent picks the child with the highest Q = value_sum / visits. A network result for a leaf
-is for the leaf's side to move and is negated on the way up, one ply at a time. `draw_sum` adds up the
+is for the leaf's side to move and is negated on the way up, one ply at a time. The draw sum adds up the
 draw probabilities, so any visited node also has a win/draw/loss estimate.
+
+Layout. A node is three records: `stats` (float64: what the descent and the backup read and write),
+`links` (int32: tree structure and state) and `nodes` (int64: position and move, one 64-byte line). Sibling
+records are contiguous, so a descent into a tree that is cold in the cache (hundreds of games in flight)
+touches a few adjacent cache lines per level instead of one line per field. Few arrays also keep the
+Python -> numba call cheap: each array argument costs the dispatcher time on every call.
 
 Search step, driven from Python (selfplay.search.BatchedSearch):
   1. `select_leaves`: in every active tree, up to `leaves_per_tree` descents by PUCT. A descent ends at
@@ -49,34 +55,24 @@ from zero.encoding import encode_position, legal_action_array, legal_policy
 # Node states.
 NEW, PENDING, EXPANDED, TERMINAL = 0, 1, 2, 3
 
-# What the descent and the backup read sits together: one record of `stats` (float64) and one of `links`
-# (int32) per node, so a block of sibling records is a few adjacent cache lines. With the fields in
-# separate arrays a descent into a tree that is cold in the cache (hundreds of games in flight) cost a
-# cache miss per field and level, several times the arithmetic.
-VISITS, VIRTUAL, PRIOR, VALUE_SUM, DRAW_SUM = range(5)  # stats[g, node, field]
-STAT_FIELDS = 5
-PARENT, FIRST_CHILD, N_CHILDREN, STATE = range(4)  # links[g, node, field]
-LINK_FIELDS = 4
+# stats[g, node, field], float64
+VISITS, VIRTUAL, PRIOR, VALUE_SUM, DRAW_SUM, TERMINAL_VALUE = range(6)
+# links[g, node, field], int32; children of a node are the block first_child .. first_child + n_children - 1
+PARENT, FIRST_CHILD, N_CHILDREN, STATE = range(4)
+# nodes[g, node, field], int64; history[g, k, field] uses the first three
+BLACK, WHITE, KINGS, BLACK_TO_MOVE, NO_PROGRESS, MOVE_FROM, MOVE_TO, CAPTURED = range(8)
+# trees[g, field], int64
+USED, TARGET, FULL, HISTORY_LEN = range(4)
 
 Forest = namedtuple(
     "Forest",
     [
-        # per node, [G, capacity, fields]
-        "stats",  # float64: completed visits, in-flight visits, prior, value sum, draw-probability sum
-        "links",  # int32: parent (-1 for the root), first child, number of children (a contiguous block), state
-        # per node, [G, capacity]
-        "black", "white", "kings",  # int64 board masks
-        "black_to_move",  # bool
-        "no_progress",  # int32 plies since the last capture or man move
-        "move_from", "move_to",  # int32 bits of the move that led here
-        "captured",  # int64 mask captured by that move
-        "terminal_value",  # float64 exact value for the node's side to move (-1 loss, 0 draw)
-        # per tree, [G]
-        "used",  # int32 nodes allocated
-        "target",  # int32 root visits at which the search is complete
-        "full",  # bool the pool cannot take another expansion
-        # game history before the root (positions since the last irreversible move), [G, H] / [G]
-        "hist_black", "hist_white", "hist_kings", "hist_len",
+        "stats",  # [G, capacity, 6] visits, in-flight visits, prior, value sum, draw-probability sum, and the
+        #           exact value of a terminal node for its side to move (-1 loss, 0 draw)
+        "links",  # [G, capacity, 4] parent (-1 for the root), first child, number of children, state
+        "nodes",  # [G, capacity, 8] board masks, side to move, no-progress plies, the move that led here
+        "trees",  # [G, 4] nodes used, root visits at which the search is complete, pool full, history length
+        "history",  # [G, H, 3] positions before the root since the last irreversible move (oldest first)
     ],
 )
 
@@ -85,16 +81,12 @@ def new_forest(games: int, capacity: int, history: int) -> Forest:
     """Empty pools for `games` trees of `capacity` nodes, with room for `history` earlier positions."""
     if capacity < movegen.MAX_MOVES + 1:
         raise ValueError(f"tree capacity {capacity} is below one full expansion ({movegen.MAX_MOVES + 1})")
-    shape = (games, capacity)
     return Forest(
-        stats=np.zeros(shape + (STAT_FIELDS,), np.float64), links=np.zeros(shape + (LINK_FIELDS,), np.int32),
-        black=np.zeros(shape, np.int64), white=np.zeros(shape, np.int64), kings=np.zeros(shape, np.int64),
-        black_to_move=np.zeros(shape, np.bool_), no_progress=np.zeros(shape, np.int32),
-        move_from=np.zeros(shape, np.int32), move_to=np.zeros(shape, np.int32), captured=np.zeros(shape, np.int64),
-        terminal_value=np.zeros(shape, np.float64),
-        used=np.zeros(games, np.int32), target=np.zeros(games, np.int32), full=np.zeros(games, np.bool_),
-        hist_black=np.zeros((games, history), np.int64), hist_white=np.zeros((games, history), np.int64),
-        hist_kings=np.zeros((games, history), np.int64), hist_len=np.zeros(games, np.int32),
+        stats=np.zeros((games, capacity, 6), np.float64),
+        links=np.zeros((games, capacity, 4), np.int32),
+        nodes=np.zeros((games, capacity, 8), np.int64),
+        trees=np.zeros((games, 4), np.int64),
+        history=np.zeros((games, history, 3), np.int64),
     )
 
 
@@ -106,49 +98,51 @@ def _clear_node(f, g, i, parent, prior):
     st[PRIOR] = prior
     st[VALUE_SUM] = 0.0
     st[DRAW_SUM] = 0.0
+    st[TERMINAL_VALUE] = 0.0
     ln = f.links[g, i]
     ln[PARENT] = parent
     ln[FIRST_CHILD] = 0
     ln[N_CHILDREN] = 0
     ln[STATE] = NEW
-    f.terminal_value[g, i] = 0.0
 
 
 @njit(cache=True)
 def reset_tree(f, g, black, white, kings, black_to_move, no_progress):
     """Make tree g a single new root holding the given position (the history is set separately)."""
     _clear_node(f, g, 0, -1, 1.0)
-    f.black[g, 0] = black
-    f.white[g, 0] = white
-    f.kings[g, 0] = kings
-    f.black_to_move[g, 0] = black_to_move
-    f.no_progress[g, 0] = no_progress
-    f.move_from[g, 0] = -1
-    f.move_to[g, 0] = -1
-    f.captured[g, 0] = 0
-    f.used[g] = 1
-    f.full[g] = False
+    nd = f.nodes[g, 0]
+    nd[BLACK] = black
+    nd[WHITE] = white
+    nd[KINGS] = kings
+    nd[BLACK_TO_MOVE] = black_to_move
+    nd[NO_PROGRESS] = no_progress
+    nd[MOVE_FROM] = -1
+    nd[MOVE_TO] = -1
+    nd[CAPTURED] = 0
+    f.trees[g, USED] = 1
+    f.trees[g, FULL] = 0
 
 
 @njit(cache=True)
 def repetitions(f, g, node):
     """How many times the node's position has occurred on its line (1 = first), counted back through
     the tree path and then the game history, over the plies since the last irreversible move."""
-    b, w, k = f.black[g, node], f.white[g, node], f.kings[g, node]
+    nd = f.nodes[g, node]
+    b, w, k = nd[BLACK], nd[WHITE], nd[KINGS]
     count = 1
     cur = node
-    hist = f.hist_len[g]
-    for back in range(1, f.no_progress[g, node] + 1):
+    hist = f.trees[g, HISTORY_LEN]
+    for back in range(1, nd[NO_PROGRESS] + 1):
         if cur != 0:
             cur = f.links[g, cur, PARENT]
-            pb, pw, pk = f.black[g, cur], f.white[g, cur], f.kings[g, cur]
+            earlier = f.nodes[g, cur]
         else:
             hist -= 1
             if hist < 0:
                 break
-            pb, pw, pk = f.hist_black[g, hist], f.hist_white[g, hist], f.hist_kings[g, hist]
+            earlier = f.history[g, hist]
         # Same side to move only every second ply back.
-        if back % 2 == 0 and pb == b and pw == w and pk == k:
+        if back % 2 == 0 and earlier[BLACK] == b and earlier[WHITE] == w and earlier[KINGS] == k:
             count += 1
     return count
 
@@ -211,11 +205,11 @@ def _terminal_check(f, g, node, repetitions_for_draw, no_progress_plies, moves):
     """Decide a new node by the rules, in the order zero.game applies them; returns (terminal?, the
     position's repetition count, which the network input needs)."""
     reps = repetitions(f, g, node)
-    if movegen.count_moves(f.black[g, node], f.white[g, node], f.kings[g, node], f.black_to_move[g, node],
-                           True, moves) == 0:
-        f.terminal_value[g, node] = -1.0
-    elif reps >= repetitions_for_draw or f.no_progress[g, node] >= no_progress_plies:
-        f.terminal_value[g, node] = 0.0
+    nd = f.nodes[g, node]
+    if movegen.count_moves(nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0, True, moves) == 0:
+        f.stats[g, node, TERMINAL_VALUE] = -1.0
+    elif reps >= repetitions_for_draw or nd[NO_PROGRESS] >= no_progress_plies:
+        f.stats[g, node, TERMINAL_VALUE] = 0.0
     else:
         return False, reps
     f.links[g, node, STATE] = TERMINAL
@@ -234,7 +228,8 @@ def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reducti
             continue
         taken = 0
         root = f.stats[g, 0]
-        while taken < leaves_per_tree and not f.full[g] and root[VISITS] + root[VIRTUAL] < f.target[g]:
+        tree = f.trees[g]
+        while taken < leaves_per_tree and tree[FULL] == 0 and root[VISITS] + root[VIRTUAL] < tree[TARGET]:
             node = 0
             while f.links[g, node, STATE] == EXPANDED:
                 reduction = fpu_reduction_root if node == 0 else fpu_reduction
@@ -256,7 +251,7 @@ def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reducti
                     n_leaves += 1
                     taken += 1
                     continue
-            value = f.terminal_value[g, node]
+            value = f.stats[g, node, TERMINAL_VALUE]
             _backup(f, g, node, value, 1.0 if value == 0.0 else 0.0, 0.0)
             n_terminal += 1
     return n_leaves, n_terminal
@@ -266,37 +261,36 @@ def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reducti
 def encode_leaves(f, n_leaves, leaf_game, leaf_node, leaf_reps, planes):
     """The network input planes of the selected leaves."""
     for i in range(n_leaves):
-        g, node = leaf_game[i], leaf_node[i]
-        encode_position(f.black[g, node], f.white[g, node], f.kings[g, node], f.black_to_move[g, node],
-                        f.no_progress[g, node], leaf_reps[i], planes[i])
+        nd = f.nodes[leaf_game[i], leaf_node[i]]
+        encode_position(nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0, nd[NO_PROGRESS], leaf_reps[i],
+                        planes[i])
 
 
 @njit(cache=True)
 def expand_and_backup(f, n_leaves, leaf_game, leaf_node, logits, wdl, moves, actions, priors):
     """Expand each evaluated leaf and back up its value (wdl: win, draw, loss for the leaf's side to move)."""
+    capacity = f.links.shape[1]
     for i in range(n_leaves):
         g = leaf_game[i]
         node = leaf_node[i]
-        btm = f.black_to_move[g, node]
-        b, w, k = f.black[g, node], f.white[g, node], f.kings[g, node]
+        nd = f.nodes[g, node]
+        b, w, k, btm = nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0
         n = legal_action_array(b, w, k, btm, moves, actions)
-        first = f.used[g]
-        if first + n <= f.black.shape[1]:
+        first = f.trees[g, USED]
+        if first + n <= capacity:
             legal_policy(logits[i], actions, n, priors)
             for j in range(n):
                 c = first + j
                 _clear_node(f, g, c, node, priors[j])
                 frm, to, cap = moves[j, movegen.F_FROM], moves[j, movegen.F_TO], moves[j, movegen.F_CAPTURED]
-                cb, cw, ck = movegen.make(b, w, k, btm, frm, to, cap)
-                f.black[g, c] = cb
-                f.white[g, c] = cw
-                f.kings[g, c] = ck
-                f.black_to_move[g, c] = not btm
-                f.no_progress[g, c] = 0 if movegen.is_irreversible(k, frm, cap) else f.no_progress[g, node] + 1
-                f.move_from[g, c] = frm
-                f.move_to[g, c] = to
-                f.captured[g, c] = cap
-            f.used[g] = first + n
+                child = f.nodes[g, c]
+                child[BLACK], child[WHITE], child[KINGS] = movegen.make(b, w, k, btm, frm, to, cap)
+                child[BLACK_TO_MOVE] = not btm
+                child[NO_PROGRESS] = 0 if movegen.is_irreversible(k, frm, cap) else nd[NO_PROGRESS] + 1
+                child[MOVE_FROM] = frm
+                child[MOVE_TO] = to
+                child[CAPTURED] = cap
+            f.trees[g, USED] = first + n
             f.links[g, node, FIRST_CHILD] = first
             f.links[g, node, N_CHILDREN] = n
             f.links[g, node, STATE] = EXPANDED
@@ -304,7 +298,7 @@ def expand_and_backup(f, n_leaves, leaf_game, leaf_node, logits, wdl, moves, act
             # No room: the leaf's value still counts, the node stays unexpanded and the search of this
             # tree ends here (until the next move's compaction frees the pool).
             f.links[g, node, STATE] = NEW
-            f.full[g] = True
+            f.trees[g, FULL] = 1
         _backup(f, g, node, np.float64(wdl[i, 0]) - np.float64(wdl[i, 2]), np.float64(wdl[i, 1]), 1.0)
 
 
@@ -322,7 +316,7 @@ def advance_root(f, g, child, new_index):
     """Re-root tree g onto `child` (a child of the root), keeping its subtree and dropping the rest.
 
     new_index is scratch of at least `capacity` int32. Returns the number of nodes kept."""
-    used = f.used[g]
+    used = f.trees[g, USED]
     new_index[:used] = -1
     new_index[child] = 0
     kept = 1
@@ -336,23 +330,15 @@ def advance_root(f, g, child, new_index):
         if j < 0:
             continue
         f.stats[g, j] = f.stats[g, i]
+        f.nodes[g, j] = f.nodes[g, i]
         parent = f.links[g, i, PARENT]
         n_children = f.links[g, i, N_CHILDREN]
         f.links[g, j, PARENT] = new_index[parent] if i != child else -1
         f.links[g, j, FIRST_CHILD] = new_index[f.links[g, i, FIRST_CHILD]] if n_children > 0 else 0
         f.links[g, j, N_CHILDREN] = n_children
         f.links[g, j, STATE] = f.links[g, i, STATE]
-        f.black[g, j] = f.black[g, i]
-        f.white[g, j] = f.white[g, i]
-        f.kings[g, j] = f.kings[g, i]
-        f.black_to_move[g, j] = f.black_to_move[g, i]
-        f.no_progress[g, j] = f.no_progress[g, i]
-        f.move_from[g, j] = f.move_from[g, i]
-        f.move_to[g, j] = f.move_to[g, i]
-        f.captured[g, j] = f.captured[g, i]
-        f.terminal_value[g, j] = f.terminal_value[g, i]
-    f.used[g] = kept
-    f.full[g] = False
+    f.trees[g, USED] = kept
+    f.trees[g, FULL] = 0
     return kept
 
 
@@ -363,6 +349,7 @@ def find_child(f, g, frm, to, captured):
         return -1
     first = f.links[g, 0, FIRST_CHILD]
     for c in range(first, first + f.links[g, 0, N_CHILDREN]):
-        if f.move_from[g, c] == frm and f.move_to[g, c] == to and f.captured[g, c] == captured:
+        nd = f.nodes[g, c]
+        if nd[MOVE_FROM] == frm and nd[MOVE_TO] == to and nd[CAPTURED] == captured:
             return c
     return -1

@@ -120,7 +120,7 @@ class BatchedSearch:
         self._moves = movegen.new_move_buffer()
         self._actions = np.zeros(movegen.MAX_MOVES, dtype=np.int64)
         self._priors = np.zeros(movegen.MAX_MOVES, dtype=np.float64)
-        self._new_index = np.zeros(self.forest.black.shape[1], dtype=np.int32)
+        self._new_index = np.zeros(self.forest.links.shape[1], dtype=np.int32)
         self._noise: dict[int, np.random.Generator] = {}
         self.times = StageTimes()
 
@@ -135,10 +135,9 @@ class BatchedSearch:
         # Positions since the last irreversible move, before the current one: all a repetition can match.
         window = game.no_progress[-1]
         earlier = game.positions[len(game.positions) - 1 - window: -1]
-        f = self.forest
-        f.hist_len[g] = len(earlier)
+        self.forest.trees[g, mcts.HISTORY_LEN] = len(earlier)
         for i, p in enumerate(earlier):
-            f.hist_black[g, i], f.hist_white[g, i], f.hist_kings[g, i] = p.black, p.white, p.kings
+            self.forest.history[g, i, :3] = p.black, p.white, p.kings  # mcts.BLACK, WHITE, KINGS
 
     def play(self, g: int, move: Move, game: Game) -> int:
         """Advance tree g past `move`, which `game` has just played; returns the nodes kept (0 = fresh)."""
@@ -156,7 +155,7 @@ class BatchedSearch:
 
         With `noise`, Dirichlet noise from that generator is mixed into the root priors (as soon as the
         root is expanded)."""
-        self.forest.target[g] = simulations
+        self.forest.trees[g, mcts.TARGET] = simulations
         self.active[g] = True
         self._noise.pop(g, None)
         if noise is not None:
@@ -177,7 +176,7 @@ class BatchedSearch:
     def complete(self) -> np.ndarray:
         """Active trees whose search is done (target reached or pool full)."""
         f = self.forest
-        return self.active & ((f.stats[:, 0, mcts.VISITS] >= f.target) | f.full)
+        return self.active & ((f.stats[:, 0, mcts.VISITS] >= f.trees[:, mcts.TARGET]) | (f.trees[:, mcts.FULL] != 0))
 
     def step(self, evaluator: PositionEvaluator) -> int:
         """One select -> evaluate -> expand/backup round over all active trees; returns the leaves evaluated."""
@@ -218,11 +217,11 @@ class BatchedSearch:
     # -- reading results ------------------------------------------------------------------------------
     def root_children(self, g: int) -> RootChildren:
         f = self.forest
-        first, n, state = f.links[g, 0, mcts.FIRST_CHILD], f.links[g, 0, mcts.N_CHILDREN], f.links[g, 0, mcts.STATE]
+        first, n, state = (int(x) for x in f.links[g, 0, [mcts.FIRST_CHILD, mcts.N_CHILDREN, mcts.STATE]])
         sl = slice(first, first + n) if state == mcts.EXPANDED else slice(0, 0)
-        stats = f.stats[g, sl]
+        stats, nodes = f.stats[g, sl], f.nodes[g, sl]
         return RootChildren(
-            f.move_from[g, sl].copy(), f.move_to[g, sl].copy(), f.captured[g, sl].copy(),
+            nodes[:, mcts.MOVE_FROM].copy(), nodes[:, mcts.MOVE_TO].copy(), nodes[:, mcts.CAPTURED].copy(),
             stats[:, mcts.VISITS].astype(np.int64), stats[:, mcts.PRIOR].copy(), stats[:, mcts.VALUE_SUM].copy(),
             stats[:, mcts.DRAW_SUM].copy(),
         )
@@ -334,7 +333,8 @@ def _analysis_of(search: BatchedSearch, position: Position) -> Analysis:
         if counts.max() == 0:
             break
         child = first + int(np.argmax(counts))
-        move = _moves_by_key(pos)[(int(f.move_from[0, child]), int(f.move_to[0, child]), int(f.captured[0, child]))]
+        nd = f.nodes[0, child]
+        move = _moves_by_key(pos)[(int(nd[mcts.MOVE_FROM]), int(nd[mcts.MOVE_TO]), int(nd[mcts.CAPTURED]))]
         pv.append(move)
         pos = pos.play(move)
         node = child

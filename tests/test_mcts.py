@@ -103,7 +103,7 @@ def test_threefold_repetition_is_a_draw_inside_the_tree():
     search.run(UniformEvaluator(wdl=(0.6, 0.0, 0.4)))
     f = search.forest
     repeat = _root_child(search, game, "24-28")
-    assert f.links[0, repeat, mcts.STATE] == mcts.TERMINAL and f.terminal_value[0, repeat] == 0.0
+    assert f.links[0, repeat, mcts.STATE] == mcts.TERMINAL and f.stats[0, repeat, mcts.TERMINAL_VALUE] == 0.0
     # Every other reply is an ordinary position the network was asked about.
     for text in ("24-19", "24-20", "24-27"):
         assert f.links[0, _root_child(search, game, text), mcts.STATE] == mcts.EXPANDED
@@ -121,7 +121,7 @@ def test_no_progress_limit_is_a_draw_inside_the_tree():
     f = search.forest
     first, n = f.links[0, 0, mcts.FIRST_CHILD], f.links[0, 0, mcts.N_CHILDREN]
     for c in range(first, first + n):
-        assert f.links[0, c, mcts.STATE] == mcts.TERMINAL and f.terminal_value[0, c] == 0.0
+        assert f.links[0, c, mcts.STATE] == mcts.TERMINAL and f.stats[0, c, mcts.TERMINAL_VALUE] == 0.0
     # Only the root's own evaluation (a win) is not a draw: 49 of the 50 visits are worth exactly 0.
     assert search.root_value(0) == pytest.approx(1 / 50)
 
@@ -179,7 +179,8 @@ SHORT_LOSS_PLIES = 10
 
 
 def test_key_endings_short_wins_are_found():
-    rows = [r for r in _key_endings() if r["value_for_side_to_move"] == "win" and int(r["plies_to_win"]) <= SHORT_WIN_PLIES]
+    rows = [r for r in _key_endings()
+            if r["value_for_side_to_move"] == "win" and int(r["plies_to_win"]) <= SHORT_WIN_PLIES]
     assert rows, "the table has short wins"
     for row in rows:
         analysis = analyse(Game(fen_to_position(row["fen"])), UniformEvaluator(), 4000)
@@ -215,14 +216,15 @@ def test_tree_reuse_keeps_the_played_subtree():
     children = search.root_children(0)
     k = int(np.argmax(children.visits))
     kept_visits = int(children.visits[k])
-    move = next(m for m in game.legal_moves() if m.from_square - 1 == children.move_from[k] and m.to_square - 1 == children.move_to[k])
+    move = next(m for m in game.legal_moves()
+                if (m.from_square - 1, m.to_square - 1) == (children.move_from[k], children.move_to[k]))
     game.play(move)
     kept = search.play(0, move, game)
     f = search.forest
-    assert kept == f.used[0] > 1
+    assert kept == f.trees[0, mcts.USED] > 1
     assert search.root_visits(0) == kept_visits
     pos = game.position
-    assert (f.black[0, 0], f.white[0, 0], f.kings[0, 0], f.black_to_move[0, 0]) == (pos.black, pos.white, pos.kings, pos.black_to_move)
+    assert f.nodes[0, 0, :mcts.NO_PROGRESS].tolist() == [pos.black, pos.white, pos.kings, pos.black_to_move]
     # Links stay consistent: every node's children point back to it and visits add up.
     for node in range(kept):
         if f.links[0, node, mcts.STATE] == mcts.EXPANDED:
