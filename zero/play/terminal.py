@@ -112,7 +112,7 @@ class TerminalGame:
         self.say(board_text(s.game.position, s.last_move, black_at_bottom=s.human_black))
         if s.last_move is not None:
             self.say(f"Last move: {s.last_move}")
-        self.say(s.status())
+        self.say(f"Game over: {s.status()}" if s.over else s.status())
 
     def save(self, path: Path | None = None) -> None:
         target = path or self.save_path
@@ -194,7 +194,6 @@ class TerminalGame:
                 continue
             if s.over and not reported_end:
                 self.show_board()
-                self.say(f"Game over: {s.status()}")
                 self.save()
                 self.say("Type undo to take back, save FILE to save elsewhere, or quit.")
                 reported_end = True
