@@ -115,6 +115,7 @@ def test_hint_level_draw_resign(server):
         ("POST", "move", b'{"path": "11-15"}', 400, "must be list"),
         ("POST", "move", b'{"path": [11, 99]}', 400, "squares 1-32"),
         ("POST", "move", b'{"path": [11, true]}', 400, "squares 1-32"),
+        ("POST", "move", b'{"path": [11]}', 400, "at least two squares"),
         ("POST", "move", b'{}', 400, "either path"),
         ("POST", "move", b'{"move": "11-20"}', 422, "illegal move 11-20; legal moves: "),
         ("POST", "move", b'{"move": "eleven"}', 422, "not a move"),

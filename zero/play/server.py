@@ -32,7 +32,6 @@ import sys
 import threading
 import traceback
 from collections import OrderedDict
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any, Callable
@@ -165,8 +164,9 @@ class PlayServer(ThreadingHTTPServer):
                 s.play_text(fields["move"])
             else:
                 path = fields["path"]
-                if not all(isinstance(sq, int) and not isinstance(sq, bool) and 1 <= sq <= 32 for sq in path):
-                    raise ApiError(400, "path must be a list of squares 1-32")
+                if len(path) < 2 or not all(isinstance(sq, int) and not isinstance(sq, bool) and 1 <= sq <= 32
+                                            for sq in path):
+                    raise ApiError(400, "path must be a list of at least two squares 1-32")
                 s.play_path(path)
         elif action == "level":
             level, budget = _budget(_fields(body, {"level": str, "sims": int}))

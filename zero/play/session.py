@@ -128,19 +128,9 @@ class HumanGame:
 
     def play_path(self, path: list[int]) -> Move:
         """Play the person's move given as the squares it visits (from and to are enough when unambiguous)."""
-        self._require_human_turn()
         if len(path) < 2:
             raise PlayError("a move needs at least its start and end squares")
-        legal = self.game.legal_moves()
-        matches = [mv for mv in legal if list(mv.path) == path] or [
-            mv for mv in legal if len(path) == 2 and (mv.from_square, mv.to_square) == (path[0], path[1])
-        ]
-        if len(matches) != 1:
-            shown = ", ".join(str(mv) for mv in (matches or legal))
-            what = "ambiguous" if matches else "illegal"
-            raise NotationError(f"{what} move {'-'.join(map(str, path))}; {'candidates' if matches else 'legal moves'}: {shown}")
-        self.game.play(matches[0])
-        return matches[0]
+        return self.play_text("-".join(str(sq) for sq in path))  # notation tolerates '-' for a capture
 
     def engine_move(self) -> Move:
         """Let the engine search and play its move; its thinking is kept in last_thinking."""
