@@ -36,6 +36,14 @@ PHASES = ("opening", "middlegame", "endgame")
 MOVES_LEFT_SCALE = 50.0  # plies; the moves-left loss compares pred/scale with target/scale
 
 
+# Settings that do not change which updates a run makes, so a resume may differ in them. `steps` is one too:
+# a run can be extended or shortened (the schedule then follows the new total from the resumed step on).
+RESUME_MAY_CHANGE = frozenset({
+    "steps", "max_minutes", "threads", "log_every", "eval_every", "val_positions", "checkpoint_every", "eval_batch",
+    "baseline_positions", "baseline_depth", "wandb_mode", "wandb_project", "compile",
+})
+
+
 class PretrainError(Exception):
     """A training run that cannot start or resume; the message says why."""
 
@@ -219,7 +227,7 @@ def split_metrics(pred: dict[str, np.ndarray], data: PretrainDataset, rows: np.n
     m["value"] = {
         "ce": float(-np.log(np.maximum(p_true, 1e-12)).mean()),
         "accuracy": float((pred["wdl"].argmax(axis=1) == wdl_target).mean()),
-        "base_rate_ce": float(-np.log(base[wdl_target]).mean()),
+        "base_rate_ce": float(-np.log(np.maximum(base[wdl_target], 1e-12)).mean()),
         "base_rate_accuracy": float((wdl_target == int(base.argmax())).mean()),
         "base_rates_wdl": [float(x) for x in base],
     }
@@ -348,10 +356,15 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
             ck = load_checkpoint(last, map_location=device, expect_config=cfg.network)
         except CheckpointError as exc:
             raise PretrainError(f"cannot resume from {last}: {exc} (use --restart to start over)") from exc
-        stored = ck.extra.get("config")
-        if stored != to_dict(cfg):
-            raise PretrainError(f"{last} was written with other settings; resume with the same settings "
-                                f"or pass --restart (stored: {stored})")
+        stored = ck.extra.get("config") or {}
+        current = to_dict(cfg)
+        changed = sorted(k for k in set(stored) | set(current)
+                         if stored.get(k) != current.get(k) and k not in RESUME_MAY_CHANGE)
+        if changed:
+            raise PretrainError(f"{last} was written with other settings ({', '.join(changed)}); resume with the "
+                                f"same settings or pass --restart")
+        if stored.get("steps") != cfg.steps:
+            print(f"the run had steps={stored.get('steps')}; the learning-rate schedule now follows steps={cfg.steps}")
         net.load_state_dict(ck.state_dict)
         opt.load_state_dict(ck.optimizer_state)
         step = ck.step

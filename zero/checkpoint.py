@@ -13,6 +13,7 @@ file or the new one, never half of one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import time
@@ -29,6 +30,8 @@ FORMAT_NAME = b"checkers-zero-checkpoint"
 FORMAT_VERSION = 1
 MAX_HEADER = 256
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "oca-small.pt"
+# The code a process runs is fixed when it starts; asking git once spares a trainer a subprocess per save.
+_code_version = functools.cache(code_version)
 
 
 class CheckpointError(Exception):
@@ -96,7 +99,7 @@ def save_checkpoint(
         "provenance": provenance or {},
         "extra": extra or {},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "code_version": code_version(),
+        "code_version": _code_version(),
     }
     buf = io.BytesIO()
     torch.save(payload_obj, buf)

@@ -1,0 +1,149 @@
+"""Network speed: inference positions/s at several batch sizes and training samples/s, per network size.
+
+    python benchmarks/network_bench.py                      # small and large presets, CPU (and CUDA if present)
+    python benchmarks/network_bench.py --nets small --threads 1 --seconds 5
+
+Inference goes through zero.inference.Evaluator (numpy in and out, bf16 autocast on CUDA), so the figures
+include the host-device copies a search pays. Training runs the pretraining step (masked policy loss, WDL
+and moves-left losses, AdamW, gradient clipping) on batches built from random legal positions the way the
+pretraining data loader builds them (planes and legal masks encoded per batch by the numba kernels).
+Each figure is the median of repeated timed windows after a warm-up; it prints wall time, so on a shared
+machine it measures what the process got, and says the load average next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+import torch
+
+from train.pretrain import OptimConfig, autocast, losses, make_optimizer, to_device
+from zero.encoding import NUM_ACTIONS, NUM_PLANES, encode_batch, legal_mask_batch, move_action
+from zero.game import Position
+from zero.inference import Evaluator
+from zero.network import NetworkConfig, PolicyValueNet, parameter_count
+
+PRESETS = {"small": NetworkConfig.small, "large": NetworkConfig.large}
+
+
+def random_positions(n: int, seed: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """n positions from random games (with a random legal move as the "expert" move) as dataset columns."""
+    rng = np.random.default_rng(seed)
+    cols = {k: [] for k in ("black", "white", "kings", "black_to_move")}
+    actions = []
+    pos = Position.initial()
+    while len(actions) < n:
+        moves = pos.legal_moves()
+        if not moves or rng.random() < 0.01:
+            pos = Position.initial()
+            continue
+        move = moves[int(rng.integers(len(moves)))]
+        for k in cols:
+            cols[k].append(getattr(pos, k))
+        actions.append(move_action(move, pos.black_to_move))
+        pos = pos.play(move)
+    arrays = {k: np.array(v, dtype=np.bool_ if k == "black_to_move" else np.int64) for k, v in cols.items()}
+    return arrays, np.array(actions, dtype=np.int64)
+
+
+def build_batch(cols: dict[str, np.ndarray], actions: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+    n = len(rows)
+    b, w, k, s = (cols[x][rows] for x in ("black", "white", "kings", "black_to_move"))
+    planes = np.empty((n, NUM_PLANES, 8, 8), dtype=np.float32)
+    encode_batch(b, w, k, s, np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), planes)
+    legal = np.empty((n, NUM_ACTIONS), dtype=np.bool_)
+    legal_mask_batch(b, w, k, s, legal)
+    return {"planes": planes, "legal": legal, "action": actions[rows], "policy_weight": np.ones(n, dtype=np.float32),
+            "wdl": (rows % 3).astype(np.int64), "moves_left": np.full(n, 40.0, dtype=np.float32)}
+
+
+def timed(fn, items_per_call: int, seconds: float, warmup: int = 2) -> float:
+    """Median items/s over windows of about 0.5 s, for `seconds` in total."""
+    for _ in range(warmup):
+        fn()
+    rates = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end or len(rates) < 3:
+        start = time.perf_counter()
+        calls = 0
+        while True:
+            fn()
+            calls += 1
+            elapsed = time.perf_counter() - start
+            if elapsed > 0.5:
+                break
+        rates.append(calls * items_per_call / elapsed)
+    return float(np.median(rates))
+
+
+def bench_inference(net: PolicyValueNet, device: str, batches: list[int], seconds: float,
+                    planes_pool: np.ndarray) -> dict[int, float]:
+    ev = Evaluator(net, device=device)
+    out = {}
+    for bs in batches:
+        planes = planes_pool[:bs]
+        out[bs] = timed(lambda: ev.evaluate(planes), bs, seconds)
+    return out
+
+
+def bench_training(cfg: NetworkConfig, device: str, batch_size: int, seconds: float,
+                   cols: dict[str, np.ndarray], actions: np.ndarray) -> float:
+    dev = torch.device(device)
+    net = PolicyValueNet(cfg).to(dev).train()
+    opt = make_optimizer(net, OptimConfig())
+    rng = np.random.default_rng(1)
+
+    def step() -> None:
+        rows = np.sort(rng.choice(len(actions), size=batch_size, replace=False))
+        batch = to_device(build_batch(cols, actions, rows), dev)
+        with autocast(dev):
+            out = net(batch["planes"])
+        parts = losses(out, batch, 0.0)
+        loss = parts["policy"] + parts["value"] + 0.1 * parts.get("moves_left", 0.0)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
+    return timed(step, batch_size, seconds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nets", nargs="+", default=["small", "large"], choices=sorted(PRESETS))
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 64, 1024])
+    parser.add_argument("--train-batch", type=int, default=256)
+    parser.add_argument("--seconds", type=float, default=4.0, help="timed seconds per figure")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    cols, actions = random_positions(max(4096, max(args.batches), args.train_batch * 4))
+    pool = build_batch(cols, actions, np.arange(max(args.batches)))["planes"]
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch threads "
+          f"{torch.get_num_threads()}, GPU {gpu}; load average {os.getloadavg()[0]:.1f} at start")
+    print(f"| net | params | device | " + " | ".join(f"inference b={b} pos/s" for b in args.batches)
+          + f" | training b={args.train_batch} samples/s |")
+    print("|---|---:|---|" + "---:|" * (len(args.batches) + 1))
+    for name in args.nets:
+        cfg = PRESETS[name]()
+        torch.manual_seed(0)
+        net = PolicyValueNet(cfg)
+        for device in devices:
+            inf = bench_inference(net, device, args.batches, args.seconds, pool)
+            tr = bench_training(cfg, device, args.train_batch, args.seconds * 2, cols, actions)
+            print(f"| {name} {cfg.blocks}x{cfg.channels} | {parameter_count(net):,} | {device} | "
+                  + " | ".join(f"{inf[b]:,.0f}" for b in args.batches) + f" | {tr:,.0f} |", flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""Pretraining: the dataset built from a PDN file, the split by game, and training that learns and resumes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from train.pretrain import PretrainConfig, OptimConfig, lr_at, predict, split_metrics, train
+from train.pretrain_cli import run as cli_run
+from train.pretrain_dataset import (
+    SPLITS, DatasetConfig, DatasetError, PretrainDataset, build_dataset, format_summary, split_of,
+)
+from zero.checkpoint import load_checkpoint
+from zero.cli import build_parser
+from zero.encoding import move_action
+from zero.game import Game, Position
+from zero.network import NetworkConfig
+from zero.pdn import write_game
+
+TINY = NetworkConfig(blocks=1, channels=16, policy_channels=8, value_channels=2, value_hidden=16)
+
+
+def _scripted_game(seed: int, plies: int = 50) -> tuple[list, str]:
+    """Four random opening plies, then always the legal move with the smallest action index: a policy a
+    small network can learn. The result is decided by material when the moves stop."""
+    rng = np.random.default_rng(seed)
+    game = Game()
+    while game.ply < plies and game.outcome is None:
+        legal = game.legal_moves()
+        if game.ply < 4:
+            move = legal[int(rng.integers(len(legal)))]
+        else:
+            move = min(legal, key=lambda m: move_action(m, game.position.black_to_move))
+        game.play(move)
+    pos = game.position
+    black, white = bin(pos.black).count("1"), bin(pos.white).count("1")
+    result = "1-0" if black > white else "0-1" if white > black else "1/2-1/2"
+    return list(game.moves), result
+
+
+@pytest.fixture(scope="module")
+def pdn_file(tmp_path_factory):
+    texts = []
+    for seed in range(40):
+        moves, result = _scripted_game(seed)
+        texts.append(write_game(moves, result, {"Event": f"g{seed}"}))
+    # Duplicates of game 0 (different tags and result text do not matter: the moves decide the split).
+    moves0, _ = _scripted_game(0)
+    texts += [write_game(moves0, "1/2-1/2", {"Event": "dup-a"}), write_game(moves0, "0-1", {"Event": "dup-b"})]
+    # A game with a forced capture: 11-15 23-19 8-11? no: 9-14 22-18 leaves 14x23 / 18x9 style forced replies.
+    forced = Game()
+    for text in ["11-15", "23-19", "9-14", "22-17"]:
+        forced.play(next(m for m in forced.legal_moves() if str(m) == text))
+    texts.append(write_game(list(forced.moves), "1/2-1/2", {"Event": "forced"}))
+    texts.append("[Event \"broken\"]\n1. 11-15 99-98 *\n\n")
+    path = tmp_path_factory.mktemp("pdn") / "games.pdn"
+    path.write_text("".join(texts))
+    return path
+
+
+@pytest.fixture(scope="module")
+def dataset(pdn_file, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ds") / "oca"
+    cfg = DatasetConfig(val_fraction=0.2, test_fraction=0.2, chunk_rows=256)
+    summary = build_dataset(pdn_file, out, cfg, progress=False)
+    return PretrainDataset.open(out), summary
+
+
+def test_rows_match_a_replay(dataset, pdn_file):
+    from zero.pdn import PdnGame, read_pdn
+
+    data, summary = dataset
+    games = [g for g in read_pdn(pdn_file) if isinstance(g, PdnGame)]
+    assert summary["skipped"]["unreadable"] == 1
+    assert len(data) == sum(g.plies for g in games) == summary["positions"]
+    a = data.arrays
+    for gi, g in enumerate(games):
+        replay = Game()
+        start = int(data.games["start"][gi])
+        winner = {"1-0": 1, "0-1": -1, "1/2-1/2": 0}[g.result]
+        for ply, move in enumerate(g.moves):
+            r = start + ply
+            pos = replay.position
+            assert (int(a["black"][r]), int(a["white"][r]), int(a["kings"][r])) == (pos.black, pos.white, pos.kings)
+            assert bool(a["black_to_move"][r]) == pos.black_to_move
+            assert int(a["action"][r]) == move_action(move, pos.black_to_move)
+            assert int(a["num_legal"][r]) == len(replay.legal_moves())
+            assert bool(a["forced"][r]) == (len(replay.legal_moves()) == 1)
+            assert int(a["result"][r]) == (winner if pos.black_to_move else -winner)
+            assert int(a["no_progress"][r]) == replay.no_progress[-1]
+            assert int(a["repetitions"][r]) == replay.repetitions()
+            assert int(a["ply"][r]) == ply and int(a["game"][r]) == gi
+            assert int(a["moves_left"][r]) == g.plies - ply
+            replay.play(move)
+
+
+def test_forced_positions_are_flagged(dataset):
+    data, summary = dataset
+    a = data.arrays
+    assert summary["forced_positions"] == int(a["forced"].sum()) > 0
+    batch = data.batch(np.flatnonzero(a["forced"]))
+    assert np.all(batch["policy_weight"] == 0) and np.all(batch["legal"].sum(axis=1) == 1)
+    # The one legal action is the expert's.
+    assert np.all(batch["legal"][np.arange(len(batch["action"])), batch["action"]])
+
+
+def test_split_is_by_game_and_keeps_duplicates_together(dataset):
+    data, summary = dataset
+    g = data.games
+    for gi in range(len(g["split"])):
+        rows = slice(int(g["start"][gi]), int(g["start"][gi]) + int(g["length"][gi]))
+        assert np.all(data.split[rows] == g["split"][gi])
+    # Games 41 and 42 (file numbering) repeat game 1's moves.
+    first, dup_a, dup_b = (int(np.flatnonzero(g["index"] == i)[0]) for i in (1, 41, 42))
+    assert g["group"][first] == g["group"][dup_a] == g["group"][dup_b]
+    assert g["split"][first] == g["split"][dup_a] == g["split"][dup_b]
+    for k in np.unique(g["group"]):
+        assert len(set(g["split"][g["group"] == k].tolist())) == 1
+    assert summary["duplicate_groups"] >= 1 and summary["groups_split_across_sides"] == 0
+    assert {SPLITS[s] for s in g["split"].tolist()} == set(SPLITS)
+    text = format_summary(summary)
+    assert "share a from-to action" in text and "train" in text
+
+
+def test_split_is_deterministic_and_balanced():
+    cfg = DatasetConfig(val_fraction=0.1, test_fraction=0.1)
+    texts = [f"game {i}" for i in range(4000)]
+    sides = [split_of(t, cfg) for t in texts]
+    assert sides == [split_of(t, cfg) for t in texts]
+    counts = np.bincount(sides, minlength=3) / len(texts)
+    assert counts[0] == pytest.approx(0.8, abs=0.03) and counts[2] == pytest.approx(0.1, abs=0.03)
+    other = DatasetConfig(val_fraction=0.1, test_fraction=0.1, split_salt="another")
+    assert sides != [split_of(t, other) for t in texts]
+
+
+def test_open_refuses_a_missing_dataset(tmp_path):
+    with pytest.raises(DatasetError, match="no dataset"):
+        PretrainDataset.open(tmp_path / "absent")
+
+
+def test_learning_rate_schedule():
+    cfg = OptimConfig(lr=1.0, schedule="onecycle", warmup_fraction=0.1, final_lr_fraction=0.0)
+    lrs = [lr_at(cfg, s, 100) for s in range(100)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0) and lrs[-1] == pytest.approx(0.0)
+    assert max(lrs) == pytest.approx(1.0)
+
+
+def _config(steps: int, checkpoint_every: int = 5) -> PretrainConfig:
+    return PretrainConfig(
+        network=TINY, optim=OptimConfig(lr=3e-3), batch_size=64, steps=steps, eval_every=10_000,
+        val_positions=64, checkpoint_every=checkpoint_every, log_every=10, baseline_positions=20, threads=1,
+        wandb_mode="disabled",
+    )
+
+
+@pytest.mark.slow  # 300 optimizer steps: ~10 s on an idle core, over a minute on the shared box
+def test_training_fits_the_expert_moves(dataset, tmp_path):
+    data, _ = dataset
+    torch.manual_seed(0)
+    metrics = train(_config(300, checkpoint_every=300), data.path, tmp_path / "final.pt", tmp_path / "run", progress=False)
+    ck = load_checkpoint(tmp_path / "final.pt")
+    assert ck.step == 300 and ck.metrics["policy"]["top1"] == metrics["policy"]["top1"]
+    assert ck.provenance["source_sha256"] and ck.extra["config"]["steps"] == 300
+    rows = data.rows("train")
+    fit = split_metrics(predict(ck.build_network(), data, rows, torch.device("cpu"), 512), data, rows)
+    # The scripted policy is a function of the position: the network must fit it far above chance.
+    assert fit["policy"]["top1"] > 0.8 > 2 * fit["policy"]["uniform_top1"]
+    assert {"opening", "middlegame", "endgame"} == set(metrics["policy_by_phase"])
+    assert metrics["alphabeta"]["positions"] == 20
+
+
+def test_an_interrupted_run_resumes_to_the_same_weights(dataset, tmp_path, monkeypatch):
+    data, _ = dataset
+    straight = train(_config(20), data.path, tmp_path / "a.pt", tmp_path / "run-a", progress=False)
+    calls = {"n": 0}
+    original = PretrainDataset.batch
+
+    def interrupting(self, rows):
+        calls["n"] += 1
+        if calls["n"] == 13:  # during step 13: the last checkpoint is at step 10
+            raise KeyboardInterrupt
+        return original(self, rows)
+
+    monkeypatch.setattr(PretrainDataset, "batch", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        train(_config(20), data.path, tmp_path / "b.pt", tmp_path / "run-b", progress=False)
+    monkeypatch.setattr(PretrainDataset, "batch", original)
+    assert load_checkpoint(tmp_path / "run-b" / "last.pt").step == 10
+    resumed = train(_config(20), data.path, tmp_path / "b.pt", tmp_path / "run-b", progress=False)
+    a, b = load_checkpoint(tmp_path / "a.pt"), load_checkpoint(tmp_path / "b.pt")
+    for k in a.state_dict:
+        assert torch.allclose(a.state_dict[k].float(), b.state_dict[k].float(), atol=1e-5), k
+    assert resumed["policy"]["top1"] == pytest.approx(straight["policy"]["top1"])
+    # Other settings cannot resume that run.
+    from train.pretrain import PretrainError
+
+    with pytest.raises(PretrainError, match="other settings"):
+        cfg = _config(20)
+        cfg.batch_size = 32
+        train(cfg, data.path, tmp_path / "c.pt", tmp_path / "run-b", progress=False)
+
+
+def test_cli_dataset_command(pdn_file, tmp_path, capsys):
+    args = build_parser().parse_args(["pretrain", "dataset", "--pdn", str(pdn_file), "--out", str(tmp_path / "d"),
+                                      "--quiet", "--set", "test_fraction=0.3"])
+    assert cli_run(args) == 0
+    out = capsys.readouterr().out
+    assert "duplicate move sequences:" in out and "split across sides: 0" in out
+    args = build_parser().parse_args(["pretrain", "dataset", "--pdn", str(tmp_path / "none.pdn"), "--out",
+                                      str(tmp_path / "e"), "--quiet"])
+    assert cli_run(args) == 2
+    assert "not found" in capsys.readouterr().err
