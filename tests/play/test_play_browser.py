@@ -11,6 +11,7 @@ import shutil
 
 import pytest
 
+from zero.pdn import read_pdn
 from zero.play.server import start_in_thread
 
 try:
@@ -128,6 +129,14 @@ def test_a_simple_move_from_the_start_and_flip(page):
     page.click("#flip")
     assert square(page, 1).bounding_box()["y"] < square(page, 32).bounding_box()["y"]
     page.click("#flip")
+    with page.expect_download() as info:
+        page.click("#download-pdn button")
+    download = info.value
+    assert download.suggested_filename.endswith(".pdn")
+    (game,) = list(read_pdn(download.path()))
+    assert [str(m) for m in game.moves] == page.evaluate("game.moves")
+    page.click("#copy-pdn")
+    page.wait_for_function("document.querySelector('#copy-note').textContent === 'Copied.'")
     assert page.errors == []
 
 
