@@ -430,7 +430,7 @@ def run_actor(run_dir: str, actor_id: int, config: SelfPlayConfig, games: int | 
 
     Stop it with SIGUSR1 or SIGINT (finish the games in flight) or SIGTERM (discard them); either way it
     commits its finished games and exits 0. Progress (ActorStats after every game) goes to progress_queue."""
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s actor {actor_id}: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     progress = progress_queue.put if progress_queue is not None else None
     actor = Actor(run_dir, actor_id, config, games, progress=progress)
     actor.stop.install(handle_sigint)

@@ -79,6 +79,12 @@ def run(args: argparse.Namespace) -> int:
     write_run_record(run_dir, cfg, {"seed": cfg.seed, "first_actor": args.first_actor, "actors": args.actors},
                      name=f"selfplay-{actor_ids[0]}-{actor_ids[-1]}")
 
+    # Create the store's shared groups here: actors creating them at the same moment race in zarr
+    # (ContainsGroupError from require_group); opening a writer and closing it at once makes them.
+    from selfplay.replay_buffer import ReplayWriter
+
+    ReplayWriter(run_dir, actor_ids[0]).close()
+
     ctx = mp.get_context("spawn")
     progress = ctx.Queue()
     procs = []
@@ -122,9 +128,10 @@ def run(args: argparse.Namespace) -> int:
             before = latest.get(stats.actor_id)
             latest[stats.actor_id] = stats
             bar.update(stats.games - (before.games if before else 0))
-            positions = sum(s.positions for s in latest.values())
+            stored = sum(s.positions for s in latest.values())
+            played = sum(s.moves for s in latest.values())  # also counts the games still in flight
             hours = (time.monotonic() - t0) / 3600
-            bar.set_postfix(positions=positions, per_hour=f"{positions / max(hours, 1e-9):.0f}",
+            bar.set_postfix(positions=stored, moves_per_hour=f"{played / max(hours, 1e-9):.0f}",
                             checkpoint=stats.checkpoint)
     for p in procs:
         p.join()
