@@ -79,12 +79,6 @@ def run(args: argparse.Namespace) -> int:
     write_run_record(run_dir, cfg, {"seed": cfg.seed, "first_actor": args.first_actor, "actors": args.actors},
                      name=f"selfplay-{actor_ids[0]}-{actor_ids[-1]}")
 
-    # Create the store's shared groups here: actors creating them at the same moment race in zarr
-    # (ContainsGroupError from require_group); opening a writer and closing it at once makes them.
-    from selfplay.replay_buffer import ReplayWriter
-
-    ReplayWriter(run_dir, actor_ids[0]).close()
-
     ctx = mp.get_context("spawn")
     progress = ctx.Queue()
     procs = []
