@@ -213,23 +213,23 @@ class Actor:
         device = default_device() if self.config.device == "auto" else self.config.device
         return Evaluator.from_checkpoint(info.path, device=device)
 
-
     def _newer_generation(self, newest: _Generation) -> _Generation | None:
         """A generation for a best checkpoint newer than `newest`'s, if there is one that loads."""
         from zero.checkpoint import CheckpointError
 
         try:
-            if current_best(self.run_dir).path == newest.checkpoint.path:
+            info = current_best(self.run_dir)
+            if (info.path, info.step) == (newest.checkpoint.path, newest.checkpoint.step):
                 return None
-            return self._new_generation()
+            return self._new_generation(info)
         except (CheckpointError, OSError, ValueError, KeyError) as exc:
             # A bad promotion must not stop self-play: keep the current network and look again later.
             log.warning("actor %d: cannot switch to the new best checkpoint (%s); keeping %s",
                         self.actor_id, exc, newest.checkpoint.name)
             return None
 
-    def _new_generation(self) -> _Generation:
-        info = current_best(self.run_dir)
+    def _new_generation(self, info: CheckpointInfo | None = None) -> _Generation:
+        info = info or current_best(self.run_dir)
         log.info("actor %d: using checkpoint %s (step %d)", self.actor_id, info.path, info.step)
         self.stats.checkpoint = info.name
         return _Generation(self.load_evaluator(info), info, self.config)
