@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import torch
+
 from selfplay.search import SearchConfig
 from train.arena import NetworkPlayer, play_lockstep_match
 from train.ratings import YARDSTICKS, PlayerInfo, RatingsTable
@@ -52,6 +54,7 @@ class GatingConfig:
     # Games between neighbouring yardsticks, played once per run, that pin the yardsticks to the anchor.
     calibration_games: int = 24
     device: str = "auto"  # "auto", "cpu" or "cuda"
+    torch_threads: int = 1  # CPU threads for the networks (the other cores belong to actors and trainer)
     seed: int = 7
 
 
@@ -112,6 +115,7 @@ class Gatekeeper:
         self.should_stop = should_stop
         self.openings = _openings(cfg)
         self.device = None if cfg.device == "auto" else cfg.device
+        torch.set_num_threads(cfg.torch_threads)
         self.search = SearchConfig(leaves_per_tree=1)
         self.ratings_path = self.run_dir / RATINGS_FILE
 

@@ -49,12 +49,13 @@ class TrainerConfig:
     window_min: int = 20_000
     window_max: int = 1_000_000
     window_fraction: float = 0.5  # window = this share of all committed positions, clamped to [min, max]
-    checkpoint_every: int = 500  # steps between candidate checkpoints
+    checkpoint_every: int = 200  # steps between candidate checkpoints
     expert_data: str = ""  # a pretraining dataset directory (train.pretrain); "" = self-play only
     expert_share: float = 0.2  # share of each batch from expert positions at step 0 ...
     expert_decay_steps: int = 20_000  # ... decaying linearly to zero over this many steps
     poll_seconds: float = 2.0  # wait between checks for new data
     device: str = "auto"
+    torch_threads: int = 1  # CPU threads for training: actors and the gatekeeper need the other cores
     compile: bool = False  # torch.compile the network (CUDA)
     seed: int = 1
 
@@ -130,6 +131,7 @@ class Trainer:
             ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
         )
         self.autocast = self.device.type == "cuda"
+        torch.set_num_threads(cfg.torch_threads)
         start = self._resume_point(initial_checkpoint)
         self.checkpoint: Checkpoint = load_checkpoint(start)
         self.net: PolicyValueNet = self.checkpoint.build_network().to(self.device).train()
