@@ -41,6 +41,13 @@ def check_inputs(run_dir: Path, cfg) -> str | None:
     from zero.checkpoint import CheckpointError
     from zero.match import BallotError
 
+    if cfg.device not in ("cpu", "cuda", "auto"):
+        return f"device must be cpu, cuda or auto, not {cfg.device!r}"
+    if cfg.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            return "device = cuda, but torch sees no GPU on this machine (use cpu or auto)"
     try:
         current_best(run_dir)
         load_ballot(cfg.openings)
