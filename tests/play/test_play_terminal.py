@@ -145,7 +145,7 @@ def test_bad_start_and_missing_checkpoint_are_clear_errors(run, monkeypatch, cap
 def test_game_over_by_the_rules_is_reported_and_saved(run, tmp_path):
     # Black's capture takes White's last piece: the game ends at once.
     _, out = run("10x19\n", "--fen", "B:W15:B10")
-    assert "Black wins: the loser has no legal move (1-0)" in out
+    assert "Black wins: White has no legal move (1-0)" in out
     assert saved_game(tmp_path).result == "1-0"
 
 

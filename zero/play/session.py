@@ -100,7 +100,7 @@ class HumanGame:
             side = side_name(self.game.position.black_to_move)
             return f"{side} to move ({'you' if self.human_to_move else 'engine'})"
         how = {
-            Termination.NO_MOVES: "the loser has no legal move",
+            Termination.NO_MOVES: f"{side_name(outcome.winner < 0)} has no legal move",
             Termination.REPETITION: "threefold repetition",
             Termination.NO_PROGRESS: "40 moves each without a capture or a man moved",
             Termination.MAX_LENGTH: "maximum game length",
