@@ -1,6 +1,6 @@
 """MCTS and self-play speed.
 
-    python benchmarks/mcts_bench.py [--seconds 60] [--actors 1,2] [--skip-network]
+    python benchmarks/mcts_bench.py [--seconds 60] [--actors 1,2] [--skip-network] [--checkpoint PATH]
 
 1. Search alone, uniform evaluator (no network): simulations per second, single thread, for a few numbers
    of trees in flight; CPU time (the code's speed) and wall time (what a shared machine gave), and the
@@ -8,9 +8,9 @@
 2. Tree reuse: games played with the uniform evaluator; share of each search's visits inherited from the
    previous move, and the cost of re-rooting (compaction) against the cost of the search.
 3. Self-play with the shipped network on the CPU (checkpoints/oca-small.pt; a randomly initialised
-   NetworkConfig.small() network of the same shape when it is absent): real actors with the default
-   SelfPlayConfig, run for --seconds each, with 1 and 2 actor processes. Simulations/s, network
-   evaluations/s, positions (moves) per hour, time per stage.
+   NetworkConfig.small() network of the same shape when it is absent, or --checkpoint): tree reuse with
+   that network, then real actors with the default SelfPlayConfig, run for --seconds each, with 1 and 2
+   actor processes. Simulations/s, network evaluations/s, positions (moves) per hour, time per stage.
 """
 
 from __future__ import annotations
@@ -75,12 +75,11 @@ def bench_uniform(trees: int, leaves_per_tree: int, simulations: int, repeats: i
     return best
 
 
-def bench_tree_reuse(trees: int = 64, simulations: int = 400, moves: int = 30) -> dict:
+def bench_tree_reuse(evaluator, trees: int = 64, simulations: int = 400, moves: int = 30) -> dict:
     config = SearchConfig(leaves_per_tree=4)
     search = BatchedSearch(trees, config)
     games = [Game() for _ in range(trees)]
     rng = np.random.default_rng(0)
-    evaluator = UniformEvaluator()
     inherited, kept_nodes = [], []
     search_time = advance_time = 0.0
     for g, game in enumerate(games):
@@ -110,6 +109,12 @@ def bench_tree_reuse(trees: int = 64, simulations: int = 400, moves: int = 30) -
             "search_ms": 1000 * search_time / len(inherited), "advance_ms": 1000 * advance_time / len(inherited)}
 
 
+def _print_reuse(r: dict) -> None:
+    print(f"visits inherited from the previous search: {100 * r['inherited']:.0f}% of the target; "
+          f"nodes kept per re-root {r['kept_nodes']:.0f}; re-root {r['advance_ms']:.3f} ms vs search "
+          f"{r['search_ms']:.2f} ms per move (CPU)")
+
+
 def _actor_for(seconds: float, actor_id: int, run_dir: str, results) -> None:
     """One actor process with the default settings, stopped (in-flight games discarded) after `seconds`."""
     from selfplay.actor import Actor, SelfPlayConfig
@@ -135,14 +140,21 @@ def bench_actors(actors: int, seconds: float, run_dir: Path) -> list:
     return stats
 
 
-def _ensure_network(run_dir: Path) -> str:
-    """The shipped checkpoint, or a random NetworkConfig.small() one promoted in run_dir."""
-    from zero.checkpoint import DEFAULT_CHECKPOINT
-
-    if DEFAULT_CHECKPOINT.exists():
-        return f"shipped checkpoint {DEFAULT_CHECKPOINT.name}"
+def _ensure_network(run_dir: Path, checkpoint: str | None) -> str:
+    """--checkpoint, else the shipped checkpoint, else a random NetworkConfig.small() one, as run_dir's best."""
     import json
 
+    from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+
+    if checkpoint:
+        path = Path(checkpoint).resolve()
+        step = load_checkpoint(path).step
+        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        (run_dir / "checkpoints" / "best.json").write_text(json.dumps({"path": str(path), "name": path.stem,
+                                                                        "step": step}))
+        return f"checkpoint {path.name} (step {step})"
+    if DEFAULT_CHECKPOINT.exists():
+        return f"shipped checkpoint {DEFAULT_CHECKPOINT.name}"
     import torch
 
     from zero.checkpoint import save_checkpoint
@@ -150,8 +162,10 @@ def _ensure_network(run_dir: Path) -> str:
 
     torch.manual_seed(0)
     cfg = NetworkConfig.small()
-    path = save_checkpoint(run_dir / "checkpoints" / "random-small.pt", net=PolicyValueNet(cfg), net_config=cfg, step=0)
-    (run_dir / "checkpoints" / "best.json").write_text(json.dumps({"path": str(path), "name": path.stem, "step": 0}))
+    path = save_checkpoint(run_dir / "checkpoints" / "random-small.pt", net=PolicyValueNet(cfg), net_config=cfg,
+                           step=0)
+    (run_dir / "checkpoints" / "best.json").write_text(json.dumps({"path": str(path), "name": path.stem,
+                                                                    "step": 0}))
     return "random-init NetworkConfig.small() (oca-small.pt not present)"
 
 
@@ -160,6 +174,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="self-play time per actor count")
     parser.add_argument("--actors", default="1,2", help="actor counts to measure, e.g. 1,2")
     parser.add_argument("--skip-network", action="store_true", help="only the search with the uniform evaluator")
+    parser.add_argument("--checkpoint", help="network for part 3 (default: the shipped checkpoint)")
     args = parser.parse_args()
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
@@ -176,17 +191,21 @@ def main() -> None:
                   f"{100 * r[k] / total:.0f}%" for k in ("select", "encode", "evaluate", "expand")) + " |")
 
     print("\n2. tree reuse (64 games, 400 visits per move, uniform evaluator, first 30 moves)")
-    r = bench_tree_reuse()
-    print(f"visits inherited from the previous search: {100 * r['inherited']:.0f}% of the target; "
-          f"nodes kept per re-root {r['kept_nodes']:.0f}; re-root {r['advance_ms']:.3f} ms vs search "
-          f"{r['search_ms']:.2f} ms per move (CPU)")
+    _print_reuse(bench_tree_reuse(UniformEvaluator()))
 
     if args.skip_network:
         return
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
-        network = _ensure_network(run_dir)
-        print(f"\n3. self-play, {network}, CPU, default SelfPlayConfig, {args.seconds:.0f} s per run")
+        network = _ensure_network(run_dir, args.checkpoint)
+        from selfplay.actor import current_best
+        from zero.inference import Evaluator
+
+        print(f"\n3. {network}, CPU")
+        print("tree reuse with this network (8 games, 400 visits per move, first 15 moves):")
+        _print_reuse(bench_tree_reuse(Evaluator.from_checkpoint(current_best(run_dir).path, device="cpu"),
+                                      trees=8, moves=15))
+        print(f"self-play, default SelfPlayConfig, {args.seconds:.0f} s per run")
         print("| actors | load avg | games done | moves | positions/hour | sims/s | net evals/s "
               "| tree | encode | inference |")
         print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
