@@ -291,3 +291,22 @@ def test_mcts_player_plays_legal_moves_and_forced_moves_without_search():
     forced = Game(fen_to_position("B:W10:B6"))
     player.last_analysis = None
     assert str(player.choose(forced)) == "6x15" and player.last_analysis is None
+
+
+def test_mcts_player_spec(tmp_path):
+    import torch
+
+    from zero.checkpoint import save_checkpoint
+    from zero.network import NetworkConfig, PolicyValueNet
+    from zero.players import PlayerSpecError, make_player
+
+    torch.manual_seed(0)
+    cfg = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
+    path = save_checkpoint(tmp_path / "tiny.pt", net=PolicyValueNet(cfg), net_config=cfg, step=3)
+    player = make_player(f"mcts:{path}:20", seed=1)
+    assert player.name == f"mcts:{path}:20" and player.simulations == 20
+    game = Game()
+    assert player.choose(game) in game.legal_moves()
+    assert player.last_analysis.simulations == 20
+    with pytest.raises(PlayerSpecError):
+        make_player(f"mcts:{tmp_path / 'missing.pt'}:20")
