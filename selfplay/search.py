@@ -306,14 +306,18 @@ def analyse(game: Game, evaluator: PositionEvaluator, simulations: int, config: 
     search.set_root(0, game)
     search.start(0, simulations)
     search.run(evaluator)
-    return _analysis_of(search, game.position)
+    return analysis_of(search, game.position)
 
 
 def _moves_by_key(position: Position) -> dict[tuple[int, int, int], Move]:
     return {(m.from_square - 1, m.to_square - 1, m.captured): m for m in position.legal_moves()}
 
 
-def _analysis_of(search: BatchedSearch, position: Position) -> Analysis:
+def analysis_of(search: BatchedSearch, position: Position) -> Analysis:
+    """The Analysis of tree 0 of a finished search whose root is `position`.
+
+    Moves are ordered by visits, ties by prior, and the principal variation follows the same order at
+    every node, so its first move is the one best_move plays."""
     f = search.forest
     by_key = _moves_by_key(position)
     ch = search.root_children(0)
@@ -329,10 +333,10 @@ def _analysis_of(search: BatchedSearch, position: Position) -> Analysis:
     node, pos = 0, position
     while f.links[0, node, mcts.STATE] == mcts.EXPANDED:
         first = int(f.links[0, node, mcts.FIRST_CHILD])
-        counts = f.stats[0, first: first + int(f.links[0, node, mcts.N_CHILDREN]), mcts.VISITS]
-        if counts.max() == 0:
+        children = f.stats[0, first: first + int(f.links[0, node, mcts.N_CHILDREN])]
+        if children[:, mcts.VISITS].max() == 0:
             break
-        child = first + int(np.argmax(counts))
+        child = first + int(np.lexsort((-children[:, mcts.PRIOR], -children[:, mcts.VISITS]))[0])
         nd = f.nodes[0, child]
         move = _moves_by_key(pos)[(int(nd[mcts.MOVE_FROM]), int(nd[mcts.MOVE_TO]), int(nd[mcts.CAPTURED]))]
         pv.append(move)

@@ -7,6 +7,7 @@ PLAYER_FACTORIES, so that `make_player("name:args")` and the `match` command kno
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Callable, Protocol, runtime_checkable
 
@@ -249,6 +250,12 @@ PLAYER_FACTORIES: dict[str, PlayerFactory] = {
 _AB_SHORTHAND = re.compile(r"ab(\d+)")
 
 
+# Players defined above the rules layer (they need torch or the search) register themselves when their
+# module is imported; naming the module here lets any command accept their specs without importing
+# torch up front.
+_FACTORY_MODULES = {"policy": "zero.inference", "mcts": "selfplay.search"}
+
+
 def make_player(spec: str, seed: int = 0) -> Player:
     """A player from its spec: 'random', 'alphabeta:6' (or 'ab6'), or 'name:args' of a registered factory."""
     spec = spec.strip()
@@ -256,8 +263,10 @@ def make_player(spec: str, seed: int = 0) -> Player:
     if shorthand:
         spec = f"alphabeta:{shorthand.group(1)}"
     name, _, args = spec.partition(":")
+    if name not in PLAYER_FACTORIES and name in _FACTORY_MODULES:
+        importlib.import_module(_FACTORY_MODULES[name])  # registers the factory on import
     factory = PLAYER_FACTORIES.get(name)
     if factory is None:
-        known = ", ".join(sorted(PLAYER_FACTORIES))
+        known = ", ".join(sorted(set(PLAYER_FACTORIES) | set(_FACTORY_MODULES)))
         raise PlayerSpecError(f"unknown player {spec!r}; known players: {known} (and abN for alphabeta:N)")
     return factory(args, seed)

@@ -166,7 +166,7 @@ class Engine:
 
     def _analyse_for_time(self, game: Game, seconds: float) -> Analysis:
         """Grow one search tree chunk by chunk until the time is up (or the tree is full)."""
-        from selfplay.search import BatchedSearch, SearchConfig, _analysis_of
+        from selfplay.search import BatchedSearch, SearchConfig, analysis_of
 
         deadline = time.perf_counter() + seconds
         search = BatchedSearch(1, self.search_config or SearchConfig(), game.rules, capacity=TIME_TREE_CAPACITY)
@@ -177,7 +177,7 @@ class Engine:
             search.start(0, target)
             search.run(self.evaluator)
             if time.perf_counter() >= deadline or search.root_visits(0) < target:  # time up, or tree full
-                return _analysis_of(search, game.position)
+                return analysis_of(search, game.position)
 
     def choose(self, game: Game, budget: Budget) -> tuple[Move, Analysis]:
         """The engine's move (the most visited) and the search behind it."""
