@@ -345,16 +345,7 @@ class Actor:
 
         game, rows = slot.game, slot.rows
         n = game.ply
-        positions = PositionRows(
-            black=np.array(rows["black"], np.uint32), white=np.array(rows["white"], np.uint32),
-            kings=np.array(rows["kings"], np.uint32), black_to_move=np.array(rows["black_to_move"], bool),
-            no_progress=np.array(rows["no_progress"], np.int16),
-            repetitions=np.array(rows["repetitions"], np.int8), ply=np.array(rows["ply"], np.int16),
-            policy_actions=np.array(rows["policy_actions"], np.int16).reshape(n, POLICY_SLOTS),
-            policy_visits=np.array(rows["policy_visits"], np.float32).reshape(n, POLICY_SLOTS),
-            full_search=np.array(rows["full_search"], bool), forced=np.array(rows["forced"], bool),
-            root_value=np.array(rows["root_value"], np.float32),
-        )
+        positions = PositionRows.from_lists(rows)
         outcome = game.outcome
         cfg = self.config.search
         pdn = write_game(game.moves, outcome.pdn_result, start=game.start, tags={

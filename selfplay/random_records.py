@@ -51,16 +51,7 @@ def random_game_record(seed: int, *, max_plies: int = 160, checkpoint: str = "ra
             columns[name].append(value)
         game.play(legal[int(rng.integers(len(legal)))])
     n = game.ply
-    rows = PositionRows(
-        black=np.array(columns["black"], np.uint32), white=np.array(columns["white"], np.uint32),
-        kings=np.array(columns["kings"], np.uint32), black_to_move=np.array(columns["black_to_move"], bool),
-        no_progress=np.array(columns["no_progress"], np.int16),
-        repetitions=np.array(columns["repetitions"], np.int8), ply=np.array(columns["ply"], np.int16),
-        policy_actions=np.array(actions_rows, np.int16).reshape(n, POLICY_SLOTS),
-        policy_visits=np.array(visits_rows, np.float32).reshape(n, POLICY_SLOTS),
-        full_search=np.array(columns["full_search"], bool), forced=np.array(columns["forced"], bool),
-        root_value=np.array(columns["root_value"], np.float32),
-    )
+    rows = PositionRows.from_lists({**columns, "policy_actions": actions_rows, "policy_visits": visits_rows})
     would_resign_side, would_resign_ply = 0, -1
     if game.outcome.termination != Termination.RESIGNATION and n > 4 and rng.random() < 0.3:
         would_resign_ply = int(rng.integers(2, n))

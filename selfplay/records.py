@@ -35,6 +35,23 @@ class PositionRows:
     def __len__(self) -> int:
         return len(self.ply)
 
+    @classmethod
+    def from_lists(cls, columns: dict[str, list]) -> "PositionRows":
+        """Rows from one list per field, as a game is played (policy fields: one POLICY_SLOTS row per
+        position, nested or flat), converted to the store's dtypes."""
+        n = len(columns["ply"])
+        return cls(**{
+            name: np.asarray(columns[name], dtype).reshape((n, POLICY_SLOTS) if name.startswith("policy_") else n)
+            for name, dtype in _DTYPES.items()
+        })
+
+
+_DTYPES = {
+    "black": np.uint32, "white": np.uint32, "kings": np.uint32, "black_to_move": np.bool_,
+    "no_progress": np.int16, "repetitions": np.int8, "ply": np.int16, "policy_actions": np.int16,
+    "policy_visits": np.float32, "full_search": np.bool_, "forced": np.bool_, "root_value": np.float32,
+}
+
 
 @dataclass
 class GameRecord:
