@@ -113,7 +113,7 @@ def check_invariants(run: Path, initial: Path, before: dict[int, str]) -> dict[i
     table.fit()
     best = read_best(run)
     assert best is not None
-    if Path(best["path"]) != initial.resolve():
+    if Path(best["path"]).resolve() != initial.resolve():
         promoted = [e for e in read_gating_log(run) if e["decision"] == "promote" and e["candidate"] == best["path"]]
         assert promoted, f"best {best['path']} has no recorded promotion"
         assert Path(promoted[-1]["pdn"]).exists()
@@ -130,6 +130,7 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
     config = tmp_path / "tiny.toml"
     config.write_text(TINY_CONFIG.format(initial=initial))
     run = tmp_path / "run"
+    run_copy = run / "checkpoints" / "initial-tiny.pt"  # the run's own copy of its starting checkpoint
     rng = random.Random(os.getpid())
 
     proc = start_loop(run, config)
@@ -140,7 +141,7 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
         victims = children_of(proc.pid)
         assert victims
         os.kill(rng.choice(victims), signal.SIGKILL)
-        before = check_invariants(run, initial, {})
+        before = check_invariants(run, run_copy, {})
         step_before = trainer_step(run)
         wait_for(lambda: trainer_step(run) > step_before and len(committed_games(run)) > len(before), 240, proc)
         # Now kill everything at once, as a power cut would.
@@ -152,9 +153,13 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     time.sleep(1.5)  # orphaned children notice their parent is gone within a second and stop
-    before = check_invariants(run, initial, before)
+    before = check_invariants(run, run_copy, before)
     step_before = trainer_step(run)
     decided_before = len(read_gating_log(run))
+    # Replacing the file the run started from must not change the run: it works from its copy.
+    copied = run_copy.read_bytes()
+    assert copied == initial.read_bytes()
+    save_checkpoint(initial, net=PolicyValueNet(cfg), net_config=cfg, step=123)
 
     proc = start_loop(run, config)
     try:
@@ -168,7 +173,8 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
             proc.wait()
     assert proc.returncode == 0, out
     assert "resuming run" in out
-    check_invariants(run, initial, before)
+    check_invariants(run, run_copy, before)
+    assert run_copy.read_bytes() == copied
     assert trainer_step(run) > step_before
     config_text = (run / "loop-config.toml").read_text()
     assert "initial_checkpoint" in config_text

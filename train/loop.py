@@ -38,7 +38,7 @@ STATUS_DIR = "status"
 class LoopConfig:
     """Everything a run needs; stored as RUN/loop-config.toml on the first start and reused on resume."""
 
-    initial_checkpoint: str = ""  # "" = the shipped checkpoint (checkpoints/oca-small.pt)
+    initial_checkpoint: str = ""  # "" = the shipped checkpoint (checkpoints/oca-small.pt); copied into the run
     actors: int = 1  # self-play processes (one core each on a CPU machine; more on a GPU machine)
     status_seconds: float = 15.0  # how often the status line is printed (and logged to wandb)
     wandb: bool = False  # log to wandb (offline: no account needed; `wandb sync` uploads later)
@@ -64,7 +64,7 @@ def trainer_role(run_dir: str, cfg: LoopConfig, initial: str) -> None:
     _write_status(status, {"step": trainer.step, "samples_drawn": trainer.samples_drawn, "stopped": True})
 
 
-def gatekeeper_role(run_dir: str, cfg: LoopConfig, initial: str) -> None:
+def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
     stop = {"now": False}
 
     def request_stop(*_):
@@ -98,6 +98,21 @@ def actor_role(run_dir: str, cfg: LoopConfig, actor_id: int) -> None:
 
 def _write_status(path: Path, data: dict) -> None:
     atomic_write_bytes(path, json.dumps(data).encode())
+
+
+def run_initial_checkpoint(run_dir: Path, source: Path) -> Path:
+    """The run's own copy of the checkpoint it starts from, made on the first start.
+
+    A run must not change under its feet when the file it was started from is replaced later (a newly
+    shipped checkpoint, say): the trainer's fallback, the first best and its ratings all refer to the copy.
+    """
+    copies = sorted((run_dir / CANDIDATE_DIR).glob("initial-*.pt"))
+    if copies:
+        return copies[0]
+    load_checkpoint(source)  # refuse a bad file before the run directory is touched
+    copy = run_dir / CANDIDATE_DIR / f"initial-{source.stem}.pt"
+    atomic_write_bytes(copy, source.read_bytes())
+    return copy
 
 
 # --------------------------------------------------------------------------------------------- status
@@ -171,17 +186,15 @@ def run_loop(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    initial = Path(cfg.initial_checkpoint or DEFAULT_CHECKPOINT)
+    resumed = (run_dir / CONFIG_FILE).exists()
     try:
-        initial_step = load_checkpoint(initial).step
+        initial = run_initial_checkpoint(run_dir, Path(cfg.initial_checkpoint or DEFAULT_CHECKPOINT))
     except CheckpointError as exc:
         print(f"error: initial checkpoint: {exc}", file=sys.stderr)
         return 2
-    resumed = (run_dir / CONFIG_FILE).exists()
-    run_dir.mkdir(parents=True, exist_ok=True)
     if read_best(run_dir) is None:
         # Before any promotion the run's best is its starting checkpoint; actors read this file.
-        write_best(run_dir, initial, initial_step, "initial checkpoint of the run")
+        write_best(run_dir, initial, load_checkpoint(initial).step, "initial checkpoint of the run")
     (run_dir / "logs").mkdir(exist_ok=True)
     save_config(cfg, run_dir / CONFIG_FILE)
     write_run_record(run_dir / "logs", cfg, {"selfplay": cfg.selfplay.seed, "trainer": cfg.trainer.seed,
@@ -192,7 +205,7 @@ def run_loop(args: argparse.Namespace) -> int:
     for a in range(cfg.actors):
         sup.add(f"actor-{a}", actor_role, str(run_dir), cfg, a)
     sup.add("trainer", trainer_role, str(run_dir), cfg, str(initial))
-    sup.add("gatekeeper", gatekeeper_role, str(run_dir), cfg, str(initial))
+    sup.add("gatekeeper", gatekeeper_role, str(run_dir), cfg)
 
     wb = None
     if cfg.wandb:
