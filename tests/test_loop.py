@@ -42,6 +42,7 @@ full_simulations = 8
 fast_simulations = 4
 tree_capacity = 1024
 [trainer]
+expert_data = ""
 batch_size = 16
 min_positions = 60
 window_min = 100

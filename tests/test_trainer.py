@@ -42,7 +42,7 @@ def initial(tmp_path):
 
 def config(**kw) -> TrainerConfig:
     base = TrainerConfig(batch_size=32, min_positions=50, window_min=100, samples_per_position=2.0,
-                         checkpoint_every=5, device="cpu", poll_seconds=0.01, lr=3e-3)
+                         checkpoint_every=5, device="cpu", poll_seconds=0.01, lr=3e-3, expert_data="")
     return replace(base, **kw)
 
 
@@ -136,3 +136,21 @@ def test_batch_targets_match_the_stored_visits(tmp_path):
     assert np.allclose(policy.sum(axis=1), 1.0, atol=1e-5)
     assert not (policy[~legal] > 0).any()
     assert set(np.unique(batch.wdl.numpy())) <= {0, 1, 2}
+
+
+def test_auto_expert_data_is_built_once_from_the_data_folder(tmp_path, monkeypatch):
+    from train.trainer import EXPERT_DIR, resolve_expert_data
+
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setenv("CHECKERS_ZERO_DATA", str(data))
+    run = tmp_path / "run"
+    assert resolve_expert_data(run, "auto") is None  # no OCA file: self-play only
+    (data / "OCA_2.0.pdn").write_text(EXPERT_PDN)
+    path = resolve_expert_data(run, "auto")
+    assert path == run / EXPERT_DIR and (path / "zarr.json").exists()
+    stamp = (path / "zarr.json").stat().st_mtime_ns
+    assert resolve_expert_data(run, "auto") == path and (path / "zarr.json").stat().st_mtime_ns == stamp
+    (path / "zarr.json").write_text("{")  # a build cut short by a crash is rebuilt
+    assert resolve_expert_data(run, "auto") == path
+    assert resolve_expert_data(run, "") is None

@@ -39,7 +39,10 @@ class TrainerConfig:
 
     batch_size: int = 256
     optimizer: str = "adamw"  # "adamw" or "sgd" (with Nesterov momentum)
-    lr: float = 1e-3  # constant: the data keeps changing, so a decaying schedule has no natural end
+    # Constant (the data keeps changing, so a decaying schedule has no natural end) and low: a fresh AdamW at
+    # 1e-3 on the pretrained network lost 6 points of expert top-1 in 300 steps, and the loop's candidates
+    # lost their gating matches by 100-400 Elo (benchmarks/RESULTS.md, self-play loop).
+    lr: float = 1e-4
     momentum: float = 0.9  # sgd only
     weight_decay: float = 1e-4
     grad_clip: float = 1.0
@@ -50,8 +53,11 @@ class TrainerConfig:
     window_max: int = 1_000_000
     window_fraction: float = 0.5  # window = this share of all committed positions, clamped to [min, max]
     checkpoint_every: int = 200  # steps between candidate checkpoints
-    expert_data: str = ""  # a pretraining dataset directory (train.pretrain); "" = self-play only
-    expert_share: float = 0.2  # share of each batch from expert positions at step 0 ...
+    # Expert positions keep the network from forgetting what pretraining taught it while self-play data is
+    # scarce: "auto" builds the OCA dataset into the run (once, ~40 s) when the data file is found; a path
+    # names a dataset built by `checkers-zero pretrain dataset`; "" trains on self-play only.
+    expert_data: str = "auto"
+    expert_share: float = 0.25  # share of each batch from expert positions at step 0 ...
     expert_decay_steps: int = 20_000  # ... decaying linearly to zero over this many steps
     poll_seconds: float = 2.0  # wait between checks for new data
     device: str = "auto"
@@ -111,6 +117,31 @@ def window_size(cfg: TrainerConfig, committed: int) -> int:
     return int(min(cfg.window_max, max(cfg.window_min, cfg.window_fraction * committed)))
 
 
+EXPERT_DIR = "expert-oca"
+
+
+def resolve_expert_data(run_dir: Path, setting: str) -> Path | None:
+    """The expert dataset a setting names; "auto" builds RUN/expert-oca from OCA_2.0.pdn on first use."""
+    if not setting:
+        return None
+    if setting != "auto":
+        return Path(setting)
+    from train.pretrain_dataset import DatasetError, build_dataset, open_dataset
+    from zero.data import data_file
+
+    pdn = data_file("OCA_2.0.pdn")
+    if pdn is None:
+        log.warning("no OCA_2.0.pdn found: training on self-play positions only")
+        return None
+    out = run_dir / EXPERT_DIR
+    try:
+        open_dataset(out)
+    except DatasetError:  # absent, or cut short by a crash: (re)build it
+        log.info("building the expert dataset %s from %s", out, pdn)
+        build_dataset(pdn, out, progress=False)
+    return out
+
+
 def expert_share_at(cfg: TrainerConfig, step: int) -> float:
     if not cfg.expert_data or cfg.expert_decay_steps <= 0:
         return 0.0
@@ -146,7 +177,8 @@ class Trainer:
         self.parent = str(start)
         self.rng = np.random.default_rng([cfg.seed, self.step])
         self.reader = ReplayReader(self.run_dir)
-        self.expert = _ExpertSource(Path(cfg.expert_data), cfg.seed) if cfg.expert_data else None
+        expert = resolve_expert_data(self.run_dir, cfg.expert_data)
+        self.expert = _ExpertSource(expert, cfg.seed) if expert else None
         self.stopping = False
         log.info("trainer %s from %s at step %d (%d samples drawn) on %s",
                  "resumed" if resumed else "started", start, self.step, self.samples_drawn, self.device)
