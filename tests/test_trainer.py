@@ -154,3 +154,15 @@ def test_auto_expert_data_is_built_once_from_the_data_folder(tmp_path, monkeypat
     (path / "zarr.json").write_text("{")  # a build cut short by a crash is rebuilt
     assert resolve_expert_data(run, "auto") == path
     assert resolve_expert_data(run, "") is None
+
+
+def test_steps_count_on_from_the_starting_checkpoint(tmp_path):
+    torch.manual_seed(0)
+    start = tmp_path / "pretrained.pt"
+    save_checkpoint(start, net=PolicyValueNet(TINY), net_config=TINY, step=50)
+    run = tmp_path / "run"
+    write_games(run, 0, range(4))
+    trainer = Trainer(run, config(), start)
+    assert trainer.step == 50 and trainer.samples_drawn == 0
+    trainer.run(max_steps=5)
+    assert candidate_path(run, 55).exists()

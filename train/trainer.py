@@ -172,7 +172,9 @@ class Trainer:
         extra = self.checkpoint.extra or {}
         if resumed:
             self.optimizer.load_state_dict(self.checkpoint.optimizer_state)
-        self.step = self.checkpoint.step if resumed else 0
+        # Steps count on from the starting checkpoint's (pretraining) steps, so that a ratings plot against
+        # the training step puts the initial network and its descendants on one axis.
+        self.step = self.checkpoint.step
         self.samples_drawn = int(extra.get("samples_drawn", 0)) if resumed else 0
         self.parent = str(start)
         self.rng = np.random.default_rng([cfg.seed, self.step])
