@@ -319,9 +319,7 @@ class Actor:
         self._add_row(slot, actions, shares, full=slot.full_search, forced=False, value=value)
         self.stats.full_searches += slot.full_search
         k = sample_by_visits(children.visits, cfg.temperature_at(game.ply), slot.rng)
-        key = (int(children.move_from[k]), int(children.move_to[k]), int(children.captured[k]))
-        move = next(m for m in game.legal_moves() if (m.from_square - 1, m.to_square - 1, m.captured) == key)
-        self._play(gen, g, move)
+        self._play(gen, g, children.move(k, pos))
         self._next_search(gen, g)
 
     def _finish_game(self, gen: _Generation, g: int) -> None:

@@ -78,6 +78,11 @@ class RootChildren:
     value_sum: np.ndarray  # from the view of the side to move at the root
     draw_sum: np.ndarray
 
+    def move(self, k: int, position: Position) -> Move:
+        """Child k as the legal Move of `position` (the root's position) it stands for."""
+        key = (int(self.move_from[k]), int(self.move_to[k]), int(self.captured[k]))
+        return _moves_by_key(position)[key]
+
 
 @dataclass
 class StageTimes:

@@ -149,7 +149,7 @@ def play_lockstep_match(
                     slot = slots[g]
                     children = search.root_children(g)
                     k = sample_by_visits(children.visits, 0.0, None)
-                    move = _move_of(slot.game, children.move_from[k], children.move_to[k], children.captured[k])
+                    move = children.move(k, slot.game.position)
                     search.stop(g)
                     apply(g, slot, move)
                     finish(g, slot)
@@ -171,9 +171,3 @@ def _start(g, k, schedule, openings, rules, seed, a, b, searches) -> _Slot:
         search.set_root(g, game)
     return _Slot(k, opening_index, a_black, game, game_seed)
 
-
-def _move_of(game: Game, frm: int, to: int, captured: int) -> Move:
-    for move in game.legal_moves():
-        if move.from_square - 1 == frm and move.to_square - 1 == to and move.captured == captured:
-            return move
-    raise RuntimeError(f"search chose a move that is not legal in {game.position}")
