@@ -368,27 +368,14 @@ class Actor:
         self.stats.simulations += times.simulations
 
     # -- main loop -----------------------------------------------------------------------------------
-    def _open_writer(self):
-        from zarr.errors import ContainsGroupError
-
-        from selfplay.replay_buffer import ReplayWriter
-
-        for attempt in range(5):
-            try:
-                return ReplayWriter(self.run_dir, self.actor_id, commit_positions=self.config.commit_positions,
-                                    commit_seconds=self.config.commit_seconds)
-            except ContainsGroupError:
-                # Actors that start together race to create the store's shared "actors" group; the
-                # loser finds it made by the winner when it opens the store again.
-                if attempt == 4:
-                    raise
-                time.sleep(0.2)
-
     def run(self) -> ActorStats:
         t0 = time.perf_counter()
         generations = [self._new_generation()]
         last_poll = time.monotonic()
-        with self._open_writer() as self.writer:
+        from selfplay.replay_buffer import ReplayWriter
+
+        with ReplayWriter(self.run_dir, self.actor_id, commit_positions=self.config.commit_positions,
+                          commit_seconds=self.config.commit_seconds) as self.writer:
             self._first_index = self.writer.committed_games
             while True:
                 if self.stop.mode == "discard":

@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 import zarr.api.asynchronous
+import zarr.errors
 from zarr.core.sync import sync as _run  # runs a coroutine on zarr's own event loop
 
 from selfplay.records import POLICY_SLOTS, GameRecord, PositionRows
@@ -227,11 +228,21 @@ class _ChunkedColumns:
 
 
 def _open_root(path: Path) -> zarr.Group:
-    # The attributes go into the root's first zarr.json (a reader never sees the root without them), and
-    # several actors creating the store at once all write the same file, so any order is fine.
-    root = zarr.open_group(path, mode="a", zarr_format=3,
-                           attributes={"schema": SCHEMA, "policy_slots": POLICY_SLOTS})
+    """The store's root with its `actors` group, created if absent, safe when several processes race."""
+    # zarr looks for a group and then creates it; when actors and the trainer start on a fresh store at
+    # once, another process can create it in between and zarr refuses with ContainsGroupError. The group
+    # is then there, so open it. The attributes go into the root's first zarr.json, so a reader never
+    # sees the root without them.
+    try:
+        root = zarr.open_group(path, mode="a", zarr_format=3,
+                               attributes={"schema": SCHEMA, "policy_slots": POLICY_SLOTS})
+    except zarr.errors.ContainsGroupError:
+        root = zarr.open_group(path, mode="r+", zarr_format=3)
     _check_schema(root, path)
+    try:
+        root.require_group("actors")
+    except zarr.errors.ContainsGroupError:
+        pass
     return root
 
 
@@ -311,7 +322,7 @@ class ReplayWriter:
         self._lock = self._take_lock(Path(run_dir))
         try:
             root = _open_root(self.path)
-            self._group = root.require_group("actors").require_group(str(self.actor_id))
+            self._group = root["actors"].require_group(str(self.actor_id))
             commit = self._group.attrs.get("commit", {"games": 0, "positions": 0, "time": 0.0})
             self.committed_games = int(commit["games"])
             self.committed_positions = int(commit["positions"])

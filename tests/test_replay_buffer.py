@@ -318,6 +318,34 @@ def test_reader_follows_writer_processes(tmp_path):
     assert reader.actor_ids() == [1, 2] and reader.total_games() == 2 * limit
 
 
+# Opens a writer and stores one game the moment the file GO appears, so that all the processes open a fresh store together.
+OPEN_SCRIPT = """
+import os, sys, time
+from selfplay.random_records import random_game_record
+from selfplay.replay_buffer import ReplayWriter
+run, actor, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+while not os.path.exists(go):
+    time.sleep(0.001)
+with ReplayWriter(run, actor, commit_positions=1) as writer:
+    writer.append_game(random_game_record(actor, max_plies=%d))
+""" % SHORT
+
+
+def test_writers_opening_a_fresh_store_together(tmp_path):
+    """Actors started at once race to create the root and its actors group; none may fail for it."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    for attempt in range(4):
+        run, go = tmp_path / f"run{attempt}", tmp_path / f"go{attempt}"
+        procs = [subprocess.Popen([sys.executable, "-c", OPEN_SCRIPT, str(run), str(actor), str(go)],
+                                  stderr=subprocess.PIPE, text=True, env=env) for actor in range(4)]
+        time.sleep(2.0)  # every process imported and waiting
+        go.touch()
+        errors = [p.communicate(timeout=60)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0] * 4, "\n".join(errors)
+        reader = ReplayReader(run)
+        assert reader.actor_ids() == [0, 1, 2, 3] and reader.total_games() == 4
+
+
 def test_stats_and_export(tmp_path, capsys):
     from zero.cli import main
 
