@@ -182,3 +182,24 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
     records = list((run / "logs").glob("loop-*-record.json"))
     assert len(records) == 2 and all("code_version" in json.loads(r.read_text()) for r in records)
     assert not children_of(proc.pid)
+
+
+def test_status_line_gives_the_best_networks_rating_against_the_reference_yardstick(tmp_path):
+    from train.gating import write_best
+    from train.loop import format_status, status_snapshot
+    from train.ratings import ANCHOR, REFERENCE, PlayerInfo
+
+    checkpoint = tmp_path / "checkpoints" / "candidate-0000400.pt"
+    write_best(tmp_path, checkpoint, 400, "test")
+    table = RatingsTable()
+    for name, kind in ((ANCHOR, "yardstick"), (REFERENCE, "yardstick"), (checkpoint.stem, "checkpoint")):
+        table.add_player(PlayerInfo(name, kind))
+    table.add_results(REFERENCE, ANCHOR, 20, 0, 0)
+    table.add_results(checkpoint.stem, REFERENCE, 60, 80, 60)
+    table.save(tmp_path / "ratings.json")
+    line = format_status(status_snapshot(tmp_path), 90.0)
+    vs = line.split(f"best {checkpoint.stem} (")[1].split(")")[0]
+    elo, difference = vs.split(", ")
+    assert elo.endswith(" Elo") and difference.endswith(f" vs {REFERENCE}")
+    centre, half_width = difference.split()[0].split("±")
+    assert abs(float(centre)) < 1 and 20 < float(half_width) < 60  # an even score over 200 games

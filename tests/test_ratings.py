@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from train.ratings import ANCHOR, PlayerInfo, RatingsTable, format_table, plot
+from train.ratings import ANCHOR, REFERENCE, PlayerInfo, RatingsTable, format_table, plot
 from train.sprt import PairSprt, SprtConfig, expected_score
 from zero.match import elo_from_score
 
@@ -39,6 +39,31 @@ def test_fit_recovers_true_ratings_within_interval():
             continue
         assert abs(fit[name].elo - elo) < max(fit[name].ci95 * 1.5, 40), (name, fit[name], elo)
         assert 5 < fit[name].ci95 < 100
+
+
+def test_intervals_against_the_reference_yardstick_ignore_the_anchors_uncertainty():
+    """As in a real run: random loses every game, so the anchor is far and vague; the checkpoints and the
+    alpha-beta yardsticks play many games, so their differences are sharp."""
+    rng = random.Random(2)
+    true = {"alphabeta:2": 700.0, REFERENCE: 820.0, "alphabeta:6": 980.0, "ckpt-1": 900.0, "ckpt-2": 1000.0}
+    table = RatingsTable()
+    table.add_player(PlayerInfo(ANCHOR, "yardstick"))
+    for name in true:
+        table.add_player(PlayerInfo(name, "checkpoint" if name.startswith("ckpt") else "yardstick"))
+    table.add_results(ANCHOR, "alphabeta:2", 0, 0, 24)
+    names = list(true)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            simulate(table, a, b, true[a] - true[b], 300, rng)
+    fit = table.fit()
+    assert fit[REFERENCE].ci95_ref == 0.0 and fit[ANCHOR].ci95 == 0.0
+    assert fit[ANCHOR].ci95_ref > 200  # the anchor is far from everything else
+    for name in ("ckpt-1", "ckpt-2", "alphabeta:6"):
+        rating = fit[name]
+        assert 10 < rating.ci95_ref < rating.ci95 / 4, rating
+        measured = rating.elo - fit[REFERENCE].elo
+        assert abs(measured - (true[name] - true[REFERENCE])) < 1.5 * rating.ci95_ref, (name, measured)
+    assert f"vs {REFERENCE}" in format_table(table)
 
 
 def test_perfect_scores_stay_finite_and_unconnected_players_are_marked():

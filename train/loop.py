@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -22,7 +23,7 @@ from pathlib import Path
 from selfplay.actor import SelfPlayConfig, run_actor
 from selfplay.replay_buffer import ReplayReader
 from train.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_best, read_gating_log, write_best
-from train.ratings import RatingsTable
+from train.ratings import REFERENCE, RatingsTable
 from train.supervisor import Supervisor
 from train.trainer import CANDIDATE_DIR, Trainer, TrainerConfig
 from zero.checkpoint import DEFAULT_CHECKPOINT, CheckpointError, load_checkpoint
@@ -139,8 +140,13 @@ def status_snapshot(run: Path) -> dict:
     if table_path.exists() and best:
         ratings = RatingsTable.load(table_path).fit()
         if best["name"] in ratings:
-            snap["best_elo"] = ratings[best["name"]].elo
-            snap["best_elo_ci95"] = ratings[best["name"]].ci95
+            rating = ratings[best["name"]]
+            snap["best_elo"] = rating.elo
+            if REFERENCE in ratings and math.isfinite(rating.ci95_ref):
+                # The interval against the anchor is mostly the anchor's; the one against the reference
+                # yardstick says how well the network's strength is known.
+                snap["best_vs_reference"] = rating.elo - ratings[REFERENCE].elo
+                snap["best_vs_reference_ci95"] = rating.ci95_ref
     return snap
 
 
@@ -152,7 +158,11 @@ def format_status(snap: dict, elapsed: float) -> str:
         if "loss" in tr:
             parts.append(f"loss {tr['loss']:.3f}")
     if "best" in snap:
-        elo = f" ({snap['best_elo']:.0f}±{snap['best_elo_ci95']:.0f} Elo)" if "best_elo" in snap else ""
+        elo = ""
+        if "best_elo" in snap:
+            vs = (f", {snap['best_vs_reference']:+.0f}±{snap['best_vs_reference_ci95']:.0f} vs {REFERENCE}"
+                  if "best_vs_reference" in snap else "")
+            elo = f" ({snap['best_elo']:.0f} Elo{vs})"
         parts.append(f"best {snap['best']}{elo}")
     gate = snap.get("last_gate")
     if gate:

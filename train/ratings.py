@@ -6,6 +6,11 @@ table, draws counted as half a win and half a loss, with the random player pinne
 mean the same in every run. One virtual draw is added to every pair that has met: without it a perfect
 score (random against depth-6 alpha-beta) has no finite maximum; the pull it adds is a few Elo once a pair
 has played dozens of games. Intervals come from the inverse Fisher information at the optimum.
+
+An interval against the anchor carries the anchor's own uncertainty, which is large: random scores nothing
+against the other yardsticks, so its distance to them is barely measured. Each rating therefore also has an
+interval for its difference to REFERENCE, the yardstick closest in strength to the checkpoints; that is the
+interval that says whether one checkpoint is stronger than another, and the one the plot draws.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 from zero.config import atomic_write_bytes
 
 ANCHOR = "random"
+REFERENCE = "alphabeta:4"
 # The yardsticks every checkpoint is rated against (player specs of zero/players.py).
 YARDSTICKS = ("random", "alphabeta:2", "alphabeta:4", "alphabeta:6")
 ELO_SCALE = 400.0 / math.log(10.0)
@@ -39,6 +45,7 @@ class Rating:
     elo: float
     ci95: float  # half-width of the 95 % interval (0 for the anchor, inf when unconnected)
     games: int
+    ci95_ref: float = float("inf")  # half-width of the 95 % interval of (elo - REFERENCE's elo)
 
 
 @dataclass
@@ -101,7 +108,6 @@ class RatingsTable:
         free = [i for i in range(len(names)) if i in connected and i != index[ANCHOR]]
         r = np.zeros(len(names))  # natural-log scale strengths
         hessian = np.zeros((len(free), len(free)))
-        position = {i: k for k, i in enumerate(free)}
         for _ in range(100):
             grad = np.zeros(len(names))
             hess = np.zeros((len(names), len(names)))
@@ -124,17 +130,21 @@ class RatingsTable:
             r[free] += step
             if np.max(np.abs(step)) < 1e-9:
                 break
-        cov = np.linalg.inv(-hessian) if free else np.zeros((0, 0))
+        # Covariance of the strengths of every connected player, the anchor's row and column being zero.
+        cov = np.zeros((len(names), len(names)))
+        if free:
+            cov[np.ix_(free, free)] = np.linalg.inv(-hessian)
+        ref = index.get(REFERENCE)
         out = {}
         for name, i in index.items():
-            if i == index[ANCHOR]:
-                ci = 0.0
-            elif i in position:
-                ci = 1.96 * math.sqrt(max(cov[position[i], position[i]], 0.0)) * ELO_SCALE
-            else:
+            if i not in connected:
                 out[name] = Rating(name, float("nan"), float("inf"), self.games_of(name))
                 continue
-            out[name] = Rating(name, float(r[i] * ELO_SCALE), ci, self.games_of(name))
+            ci = 1.96 * math.sqrt(max(cov[i, i], 0.0)) * ELO_SCALE
+            ci_ref = float("inf")
+            if ref is not None and ref in connected:
+                ci_ref = 1.96 * math.sqrt(max(cov[i, i] + cov[ref, ref] - 2 * cov[i, ref], 0.0)) * ELO_SCALE
+            out[name] = Rating(name, float(r[i] * ELO_SCALE), ci, self.games_of(name), ci_ref)
         return out
 
 
@@ -155,13 +165,14 @@ def _connected_to(start: int, n: int, pairs: list[tuple[int, int, float, int]]) 
 
 def format_table(table: RatingsTable) -> str:
     ratings = table.fit()
-    lines = [f"{'player':<40} {'kind':<10} {'step':>8} {'Elo':>8} {'±95%':>7} {'games':>6}"]
+    lines = [f"{'player':<40} {'kind':<10} {'step':>8} {'Elo':>8} {'±95%':>7} {'±95% vs ' + REFERENCE:>20} "
+             f"{'games':>6}"]
     for name, rating in sorted(ratings.items(), key=lambda kv: (-(kv[1].elo if not math.isnan(kv[1].elo) else -1e9))):
         info = table.players[name]
         step = "" if info.step is None else str(info.step)
         elo = "n/a" if math.isnan(rating.elo) else f"{rating.elo:8.0f}"
-        ci = "inf" if math.isinf(rating.ci95) else f"{rating.ci95:7.0f}"
-        lines.append(f"{name:<40} {info.kind:<10} {step:>8} {elo:>8} {ci:>7} {rating.games:>6}")
+        ci, ci_ref = ("inf" if math.isinf(c) else f"{c:.0f}" for c in (rating.ci95, rating.ci95_ref))
+        lines.append(f"{name:<40} {info.kind:<10} {step:>8} {elo:>8} {ci:>7} {ci_ref:>20} {rating.games:>6}")
     return "\n".join(lines)
 
 
@@ -175,7 +186,7 @@ def plot(table: RatingsTable, out_png: Path) -> Path:
     ratings = table.fit()
     fig, ax = plt.subplots(figsize=(8, 5))
     points = sorted(
-        (table.players[n].step or 0, r.elo, r.ci95)
+        (table.players[n].step or 0, r.elo, r.ci95_ref)
         for n, r in ratings.items()
         if table.players[n].kind == "checkpoint" and not math.isnan(r.elo)
     )
@@ -188,7 +199,7 @@ def plot(table: RatingsTable, out_png: Path) -> Path:
             ax.text(0, r.elo, f" {name}", va="bottom", fontsize=8, color="grey")
     ax.set_xlabel("training step")
     ax.set_ylabel(f"Elo (anchor: {ANCHOR} = 0)")
-    ax.set_title("Checkpoint ratings with 95 % intervals")
+    ax.set_title(f"Checkpoint ratings, 95 % intervals of the difference to {REFERENCE}")
     ax.grid(alpha=0.3)
     if points:
         ax.legend(loc="lower right")
