@@ -8,13 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from processes import interrupt, reaped, wait_until
 from selfplay.actor import Actor, SelfPlayConfig, current_best
 from selfplay.replay_buffer import ReplayReader
 from selfplay.search import SearchConfig
@@ -147,13 +147,8 @@ def test_seeds_continue_after_a_restart(run):
     assert len({g.seed for g in _games(run)}) == 4
 
 
-def _wait_for(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
+def _one_game_committed(run: Path) -> bool:
+    return (run / "replay.zarr").exists() and ReplayReader(run).total_games() >= 1
 
 
 @pytest.fixture
@@ -194,18 +189,10 @@ def test_ctrl_c_stops_the_selfplay_command_cleanly(run, stop):
     cmd = [sys.executable, "-m", "zero", "selfplay", "--run", str(run), "--actors", "1",
            "--set", "games_in_flight=4", "--set", "max_plies=60", "--set", "commit_positions=1",
            "--set", "search.full_simulations=8", "--set", "search.fast_simulations=4"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        assert _wait_for(lambda: (run / "replay.zarr").exists() and ReplayReader(run).total_games() >= 1, 60), \
-            "no game committed"
-        proc.send_signal(signal.SIGINT)
-        if stop == "discard":
-            time.sleep(0.2)
-            proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with reaped(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)) as proc:
+        wait_until(lambda: _one_game_committed(run), 60, proc, "a committed game")
+        signals = [signal.SIGINT] * (2 if stop == "discard" else 1)
+        output = interrupt(proc, *signals)
     assert proc.returncode == 130, output
     assert "finishing the games in flight" in output
     games = _games(run)
@@ -227,12 +214,8 @@ def test_actor_process_stops_on_sigterm(run):
             f"search=SearchConfig(full_simulations=8, fast_simulations=4)))")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        assert _wait_for(lambda: (run / "replay.zarr").exists() and ReplayReader(run).total_games() >= 1, 60)
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with reaped(proc):
+        wait_until(lambda: _one_game_committed(run), 60, proc, "a committed game")
+        output = interrupt(proc, signal.SIGTERM, timeout=30)
     assert proc.returncode == 0, output
     assert all(len(g.positions["ply"]) == g.length for g in _games(run))

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from processes import interrupt, reaped, wait_until
 from selfplay.replay_buffer import ReplayReader
 from train.gating import read_best, read_gating_log
 from train.ratings import RatingsTable
@@ -74,16 +75,6 @@ def start_loop(run: Path, config: Path) -> subprocess.Popen:
     )
 
 
-def wait_for(predicate, timeout: float, proc: subprocess.Popen) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(1.0)
-    raise AssertionError("timed out waiting for the loop")
-
-
 def trainer_step(run: Path) -> int:
     state = run / "checkpoints" / "trainer-state.pt"
     return load_checkpoint(state).step if state.exists() else 0
@@ -134,9 +125,8 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
     run_copy = run / "checkpoints" / "initial-tiny.pt"  # the run's own copy of its starting checkpoint
     rng = random.Random(os.getpid())
 
-    proc = start_loop(run, config)
-    try:
-        wait_for(lambda: ReplayReader(run).total_games() >= 3, 240, proc)
+    with reaped(start_loop(run, config)) as proc:
+        wait_until(lambda: ReplayReader(run).total_games() >= 3, 240, proc, "three committed games")
         # Kill one child at a random moment: the supervisor restarts it.
         time.sleep(rng.uniform(0, 5))
         victims = children_of(proc.pid)
@@ -144,15 +134,12 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
         os.kill(rng.choice(victims), signal.SIGKILL)
         before = check_invariants(run, run_copy, {})
         step_before = trainer_step(run)
-        wait_for(lambda: trainer_step(run) > step_before and len(committed_games(run)) > len(before), 240, proc)
+        wait_until(lambda: trainer_step(run) > step_before and len(committed_games(run)) > len(before), 240, proc,
+                   "training and self-play to go on after the kill")
         # Now kill everything at once, as a power cut would.
         time.sleep(rng.uniform(0, 3))
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     time.sleep(1.5)  # orphaned children notice their parent is gone within a second and stop
     before = check_invariants(run, run_copy, before)
     step_before = trainer_step(run)
@@ -162,16 +149,11 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
     assert copied == initial.read_bytes()
     save_checkpoint(initial, net=PolicyValueNet(cfg), net_config=cfg, step=123)
 
-    proc = start_loop(run, config)
-    try:
-        wait_for(lambda: len(committed_games(run)) > len(before) and trainer_step(run) > step_before, 240, proc)
-        wait_for(lambda: len(read_gating_log(run)) > decided_before, 240, proc)
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with reaped(start_loop(run, config)) as proc:
+        wait_until(lambda: len(committed_games(run)) > len(before) and trainer_step(run) > step_before, 240, proc,
+                   "training and self-play to go on after the resume")
+        wait_until(lambda: len(read_gating_log(run)) > decided_before, 240, proc, "a gating decision")
+        out = interrupt(proc, signal.SIGINT, timeout=120)
     assert proc.returncode == 0, out
     assert "resuming run" in out
     check_invariants(run, run_copy, before)

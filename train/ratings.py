@@ -196,7 +196,8 @@ def plot(table: RatingsTable, out_png: Path) -> Path:
     for name, r in ratings.items():
         if table.players[name].kind == "yardstick" and not math.isnan(r.elo):
             ax.axhline(r.elo, linestyle="--", linewidth=0.8, color="grey")
-            ax.text(0, r.elo, f" {name}", va="bottom", fontsize=8, color="grey")
+            # x in axes coordinates: the label stays at the left edge whatever steps the run starts from
+            ax.text(0.01, r.elo, name, va="bottom", fontsize=8, color="grey", transform=ax.get_yaxis_transform())
     ax.set_xlabel("training step")
     ax.set_ylabel(f"Elo (anchor: {ANCHOR} = 0)")
     ax.set_title(f"Checkpoint ratings, 95 % intervals of the difference to {REFERENCE}")

@@ -1,0 +1,45 @@
+"""Helpers for the tests that run real processes, wait for them to do something, and signal them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, proc: subprocess.Popen, what: str) -> None:
+    """Returns once predicate() holds; fails with `what` on timeout, and with the output if proc ends first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        assert proc.poll() is None, f"process ended (exit {proc.returncode}) before {what}:\n{proc.stdout.read()}"
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@contextmanager
+def reaped(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    """Kills the process, and its process group when it leads one, if it is still running on the way out
+    (a failing assertion must not leave a loop and its children running)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+            proc.wait()
+
+
+def interrupt(proc: subprocess.Popen, *signals: int, gap: float = 0.2, timeout: float = 60) -> str:
+    """Sends the signals `gap` seconds apart, waits for the process to end, and returns its output."""
+    for i, sig in enumerate(signals):
+        if i:
+            time.sleep(gap)
+        proc.send_signal(sig)
+    return proc.communicate(timeout=timeout)[0]
