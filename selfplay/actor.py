@@ -423,4 +423,12 @@ def run_actor(run_dir: str, actor_id: int, config: SelfPlayConfig, games: int | 
     progress = progress_queue.put if progress_queue is not None else None
     actor = Actor(run_dir, actor_id, config, games, progress=progress)
     actor.stop.install(handle_sigint)
-    return actor.run()
+    try:
+        return actor.run()
+    finally:
+        # Every finished game is committed by now, so a stop signal that still comes (a second Ctrl-C right
+        # after the first) has nothing left to stop. Python puts the default handlers back while the
+        # process shuts down, and such a signal would then kill it and make a clean stop look like a crash;
+        # it leaves ignored signals ignored.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(sig, signal.SIG_IGN)
