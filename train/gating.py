@@ -58,6 +58,11 @@ class GatingConfig:
     seed: int = 7
 
 
+# The search of every gating and rating game: one leaf per tree per network batch, so that no virtual loss
+# bends a fixed, small budget (the many games in flight fill the batch instead).
+GATING_SEARCH = SearchConfig(leaves_per_tree=1)
+
+
 def _openings(cfg: GatingConfig):
     path = Path(cfg.openings)
     return load_openings(path if path.is_absolute() else require_data_file(cfg.openings))
@@ -116,7 +121,7 @@ class Gatekeeper:
         self.openings = _openings(cfg)
         self.device = None if cfg.device == "auto" else cfg.device
         torch.set_num_threads(cfg.torch_threads)
-        self.search = SearchConfig(leaves_per_tree=1)
+        self.search = GATING_SEARCH
         self.ratings_path = self.run_dir / RATINGS_FILE
 
     # -- ratings -----------------------------------------------------------------------------------------
