@@ -1,9 +1,9 @@
 """Strength gained by a run: two checkpoints over the whole 3-move ballot, each opening with both colours.
 
 Both networks search with the gating settings (GATING_SEARCH, and GatingConfig's simulations, games in
-flight and length cap; no noise, most visited move), in the lockstep arena the gatekeeper uses, but over all 288 games with no early
-stop: a plain match of the run's best against where it started, where the gating log only chains one-step
-comparisons.
+flight and length cap; no noise, most visited move), in the lockstep arena the gatekeeper uses, but over
+all 288 games with no early stop: a plain match of the run's best against where it started, where the
+gating log only chains one-step comparisons.
 
     python benchmarks/head_to_head.py runs/demo-cpu-v3/checkpoints/candidate-0007400.pt \
         runs/demo-cpu-v3/checkpoints/initial-oca-small.pt [--sims 64] [--out games.pdn]
@@ -48,7 +48,7 @@ def main() -> None:
     print(result.summary())
     print(f"{len(result.games)} games in {seconds:.0f} s on {device} ({args.sims} simulations per move)")
     if args.out:
-        args.out.write_text("\n".join(g.pdn(event=f"{result.a} vs {result.b}") for g in result.games))
+        args.out.write_text(result.pdn())
 
 
 if __name__ == "__main__":

@@ -142,16 +142,13 @@ def bench_actors(actors: int, seconds: float, run_dir: Path) -> list:
 
 def _ensure_network(run_dir: Path, checkpoint: str | None) -> str:
     """--checkpoint, else the shipped checkpoint, else a random NetworkConfig.small() one, as run_dir's best."""
-    import json
-
+    from train.gating import write_best
     from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 
     if checkpoint:
         path = Path(checkpoint).resolve()
         step = load_checkpoint(path).step
-        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-        (run_dir / "checkpoints" / "best.json").write_text(json.dumps({"path": str(path), "name": path.stem,
-                                                                        "step": step}))
+        write_best(run_dir, path, step, "--checkpoint")
         return f"checkpoint {path.name} (step {step})"
     if DEFAULT_CHECKPOINT.exists():
         return f"shipped checkpoint {DEFAULT_CHECKPOINT.name}"
@@ -164,8 +161,7 @@ def _ensure_network(run_dir: Path, checkpoint: str | None) -> str:
     cfg = NetworkConfig.small()
     path = save_checkpoint(run_dir / "checkpoints" / "random-small.pt", net=PolicyValueNet(cfg), net_config=cfg,
                            step=0)
-    (run_dir / "checkpoints" / "best.json").write_text(json.dumps({"path": str(path), "name": path.stem,
-                                                                    "step": 0}))
+    write_best(run_dir, path, 0, "no shipped checkpoint")
     return "random-init NetworkConfig.small() (oca-small.pt not present)"
 
 

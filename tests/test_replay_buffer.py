@@ -211,10 +211,14 @@ writer.close()
 """ % SHORT
 
 
-def start_writer(run: Path, actor: int, base: int, limit: int = 10**6) -> subprocess.Popen:
+def run_script(script: str, *args, **popen) -> subprocess.Popen:
+    """A Python process running `script` with `args`, importing this checkout's packages."""
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    return subprocess.Popen([sys.executable, "-c", WRITER_SCRIPT, str(run), str(actor), str(base), str(limit)],
-                            stdout=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen([sys.executable, "-c", script, *map(str, args)], text=True, env=env, **popen)
+
+
+def start_writer(run: Path, actor: int, base: int, limit: int = 10**6) -> subprocess.Popen:
+    return run_script(WRITER_SCRIPT, run, actor, base, limit, stdout=subprocess.PIPE)
 
 
 def read_line(proc: subprocess.Popen) -> str:
@@ -318,7 +322,8 @@ def test_reader_follows_writer_processes(tmp_path):
     assert reader.actor_ids() == [1, 2] and reader.total_games() == 2 * limit
 
 
-# Opens a writer and stores one game the moment the file GO appears, so that all the processes open a fresh store together.
+# Opens a writer and stores one game the moment the file GO appears, so that all the processes open a
+# fresh store together.
 OPEN_SCRIPT = """
 import os, sys, time
 from selfplay.random_records import random_game_record
@@ -333,11 +338,9 @@ with ReplayWriter(run, actor, commit_positions=1) as writer:
 
 def test_writers_opening_a_fresh_store_together(tmp_path):
     """Actors started at once race to create the root and its actors group; none may fail for it."""
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     for attempt in range(4):
         run, go = tmp_path / f"run{attempt}", tmp_path / f"go{attempt}"
-        procs = [subprocess.Popen([sys.executable, "-c", OPEN_SCRIPT, str(run), str(actor), str(go)],
-                                  stderr=subprocess.PIPE, text=True, env=env) for actor in range(4)]
+        procs = [run_script(OPEN_SCRIPT, run, actor, go, stderr=subprocess.PIPE) for actor in range(4)]
         time.sleep(2.0)  # every process imported and waiting
         go.touch()
         errors = [p.communicate(timeout=60)[1] for p in procs]

@@ -19,6 +19,7 @@ from typing import Callable
 
 import torch
 
+from selfplay.actor import BEST_FILE
 from selfplay.search import SearchConfig
 from train.arena import NetworkPlayer, play_lockstep_match
 from train.ratings import YARDSTICKS, PlayerInfo, RatingsTable
@@ -33,7 +34,6 @@ from zero.players import make_player
 
 log = logging.getLogger(__name__)
 
-BEST_FILE = "checkpoints/best.json"
 RATINGS_FILE = "ratings.json"
 GATING_LOG = "gating.jsonl"
 MATCH_DIR = "matches"
@@ -175,8 +175,7 @@ class Gatekeeper:
 
     def _save_match(self, result: MatchResult, name: str) -> Path:
         path = self.run_dir / MATCH_DIR / f"{name}.pdn"
-        text = "\n".join(g.pdn(event=f"{result.a} vs {result.b}") for g in result.games)
-        atomic_write_bytes(path, text.encode())
+        atomic_write_bytes(path, result.pdn().encode())
         return path
 
     def gate(self, candidate: Path, candidate_step: int, best: Path) -> dict:

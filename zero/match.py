@@ -330,6 +330,10 @@ class MatchResult:
             by_opening.setdefault(self.opening_index[i], []).append(self.points_for_a(i))
         return [(sum(p), len(p)) for p in by_opening.values()]
 
+    def pdn(self) -> str:
+        """Every game as PDN, the event naming both players."""
+        return "\n".join(g.pdn(event=f"{self.a} vs {self.b}") for g in self.games)
+
     def pentanomial(self) -> list[int]:
         """How many complete pairs gave A 0, 1/2, 1, 3/2 and 2 points."""
         counts = [0] * 5
