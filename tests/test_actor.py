@@ -186,7 +186,7 @@ def test_signals_finish_or_discard_the_games_in_flight(run, restore_signals, sig
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", ["finish", "discard"])
 def test_ctrl_c_stops_the_selfplay_command_cleanly(run, stop):
-    cmd = [sys.executable, "-m", "zero", "selfplay", "--run", str(run), "--actors", "1",
+    cmd = [sys.executable, "-m", "play", "selfplay", "--run", str(run), "--actors", "1",
            "--set", "games_in_flight=4", "--set", "max_plies=60", "--set", "commit_positions=1",
            "--set", "search.full_simulations=8", "--set", "search.fast_simulations=4"]
     with reaped(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)) as proc:

@@ -70,7 +70,7 @@ def children_of(pid: int) -> list[int]:
 def start_loop(run: Path, config: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.Popen(
-        [sys.executable, "-m", "zero", "loop", "--run", str(run), "--config", str(config)],
+        [sys.executable, "-m", "play", "loop", "--run", str(run), "--config", str(config)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True,
     )
 

@@ -12,7 +12,7 @@ from zero.match import (
     BallotError, IllegalMoveError, MatchResult, Opening, elo_from_score, load_openings, match_schedule,
     play_game, play_match, score_statistics,
 )
-from zero.match import add_arguments, run
+from train.match_cli import add_arguments, run
 from zero.players import AlphaBetaPlayer, RandomPlayer
 
 OPENINGS = [Opening("9-13 21-17 5-9", ("9-13", "21-17", "5-9")), Opening("11-15 23-19 8-11", ("11-15", "23-19", "8-11"))]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zero.cli import main
+from play.cli import main
 from zero.data import data_file
 from zero.game import Move, Position
 from zero.notation import fen_to_position

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from zero.cli import main
+from play.cli import main
 from zero.data import data_file
 from zero.game import Position
 from zero.notation import INITIAL_FEN, fen_to_position

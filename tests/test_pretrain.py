@@ -12,7 +12,7 @@ from train.pretrain_dataset import (
     SPLITS, DatasetConfig, DatasetError, PretrainDataset, build_dataset, format_summary, split_of,
 )
 from zero.checkpoint import load_checkpoint
-from zero.cli import build_parser
+from play.cli import build_parser
 from zero.encoding import move_action
 from zero.game import Game, Position
 from zero.network import NetworkConfig

@@ -350,7 +350,7 @@ def test_writers_opening_a_fresh_store_together(tmp_path):
 
 
 def test_stats_and_export(tmp_path, capsys):
-    from zero.cli import main
+    from play.cli import main
 
     records = [record(s, checkpoint=f"c{s % 2}", model_version=s % 2, max_plies=120) for s in range(16)]
     with ReplayWriter(tmp_path, 0, commit_positions=200) as w:
@@ -383,7 +383,7 @@ def test_stats_and_export(tmp_path, capsys):
 
 
 def test_cli_without_a_store(tmp_path, capsys):
-    from zero.cli import main
+    from play.cli import main
 
     assert main(["replay", "stats", "--run", str(tmp_path)]) == 2
     assert "no replay store" in capsys.readouterr().err

@@ -25,6 +25,7 @@ import torch
 
 from zero.config import atomic_write_bytes, code_version
 from zero.network import NetworkConfig, PolicyValueNet
+from zero.rundir import RunDir, RunDirError
 
 FORMAT_NAME = b"checkers-zero-checkpoint"
 FORMAT_VERSION = 1
@@ -58,6 +59,27 @@ class Checkpoint:
         net = PolicyValueNet(self.net_config)
         net.load_state_dict(self.state_dict)
         return net.eval()
+
+
+def resolve_checkpoint(name: str | Path | None = None) -> Path:
+    """The checkpoint file a user means: a file as given, a run directory's current best network, or the
+    shipped checkpoint for None or "". Raises CheckpointError when it names neither."""
+    if name is None or str(name) == "":
+        return DEFAULT_CHECKPOINT
+    path = Path(name)
+    if path.is_dir():
+        run = RunDir(path)
+        try:
+            best = run.read_best()
+        except RunDirError as exc:
+            raise CheckpointError(str(exc)) from None
+        if best is None:
+            raise CheckpointError(f"{path} is a directory but not a run with a best network "
+                                  f"({run.best_file} is absent)")
+        return best.path
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such checkpoint file or run directory")
+    return path
 
 
 def weights_sha256(state_dict: dict[str, torch.Tensor]) -> str:

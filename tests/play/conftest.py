@@ -8,7 +8,7 @@ import torch
 
 from zero.checkpoint import save_checkpoint
 from zero.network import NetworkConfig, PolicyValueNet
-from zero.play.engine import Engine
+from play.engine import Engine
 
 @pytest.fixture(scope="session")
 def multi_jump_fen():

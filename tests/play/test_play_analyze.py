@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from zero.cli import main
+from play.cli import main
 from zero.game import Game, Position
 from zero.notation import fen_to_position
 from zero.pdn import write_game
-from zero.play.engine import DRAW_ACCEPT_MAX_SCORE, LEVELS, Budget, Engine, EngineError, budget_for, describe
-from zero.play.session import HumanGame, PlayError, new_game
+from play.engine import DRAW_ACCEPT_MAX_SCORE, LEVELS, Budget, Engine, EngineError, budget_for, describe
+from play.session import HumanGame, PlayError, new_game
 
 
 def analyze(capsys, tiny_checkpoint, *args: str) -> tuple[int, str, str]:

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from zero.pdn import read_pdn
-from zero.play.server import start_in_thread
+from play.server import start_in_thread
 
 try:
     from playwright import sync_api

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zero.cli import build_parser
+from play.cli import build_parser
 from zero.pdn import PdnGame, read_pdn_text
-from zero.play.server import DEFAULT_HOST, PlayServer, start_in_thread
+from play.server import DEFAULT_HOST, PlayServer, start_in_thread
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ import io
 
 import pytest
 
-from zero.cli import main
+from play.cli import main
 from zero.game import Position
 from zero.pdn import PdnGame, read_pdn, write_game
-from zero.play.engine import DRAW_ACCEPT_MAX_SCORE
+from play.engine import DRAW_ACCEPT_MAX_SCORE
 
 
 def play(monkeypatch, capsys, tiny_checkpoint, tmp_path, script: str, *extra: str) -> tuple[int, str]:
@@ -161,9 +161,9 @@ class FirstLegalMove:
 
 
 def test_a_full_game_to_its_end_by_the_rules(engine, tmp_path):
-    from zero.play.engine import Budget
-    from zero.play.session import HumanGame
-    from zero.play.terminal import TerminalGame
+    from play.engine import Budget
+    from play.session import HumanGame
+    from play.terminal import TerminalGame
 
     out = io.StringIO()
     ui = TerminalGame(HumanGame(engine, True, Budget(simulations=2)), tmp_path / "full.pdn", out)

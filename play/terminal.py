@@ -15,8 +15,8 @@ from typing import Any, TextIO
 from zero.bitboard import square_rc
 from zero.game import Move, Position
 from zero.notation import NotationError
-from zero.play.engine import LEVELS, Budget, EngineError, budget_for, side_name
-from zero.play.session import HumanGame, PlayError, load_start
+from play.engine import LEVELS, Budget, EngineError, budget_for, side_name
+from play.session import HumanGame, PlayError, load_start
 
 HELP = """\
 Commands:
@@ -218,7 +218,7 @@ def default_save_path() -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from zero.play.engine import Engine
+    from play.engine import Engine
 
     try:
         budget: Budget = budget_for(args.level, args.sims, args.time)

@@ -1,5 +1,5 @@
 import sys
 
-from zero.cli import main
+from play.cli import main
 
 sys.exit(main())

@@ -12,7 +12,7 @@ from typing import Any
 
 from zero.game import Game, Move, Outcome, Position, Termination
 from zero.notation import NotationError, fen_to_position, resolve_move
-from zero.play.engine import Budget, Engine, describe, side_name
+from play.engine import Budget, Engine, describe, side_name
 
 
 class PlayError(ValueError):

@@ -38,8 +38,8 @@ from typing import Any, Callable
 
 from zero.game import Position
 from zero.notation import NotationError, fen_to_position
-from zero.play.engine import DEFAULT_LEVEL, LEVELS, Budget, Engine, EngineError, budget_for
-from zero.play.session import HumanGame, PlayError
+from play.engine import DEFAULT_LEVEL, LEVELS, Budget, Engine, EngineError, budget_for
+from play.session import HumanGame, PlayError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -122,7 +122,7 @@ class PlayServer(ThreadingHTTPServer):
         self.games: OrderedDict[str, HumanGame] = OrderedDict()
         self.lock = threading.Lock()
         self.verbose = False  # log every request to stderr
-        self.page = resources.files("zero.play").joinpath("web/index.html").read_bytes()
+        self.page = resources.files("play").joinpath("web/index.html").read_bytes()
 
     @property
     def url(self) -> str:

@@ -1,7 +1,7 @@
 """`checkers-zero analyze`: search one position and print what the engine thinks of it.
 
 Top moves with visits, prior and win/draw/loss (for the side to move), and the principal variation; --json
-prints the same as one JSON object for programs (the shape of `zero.play.engine.describe`).
+prints the same as one JSON object for programs (the shape of `play.engine.describe`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import argparse
 import json
 import sys
 
-from zero.play.engine import Budget, EngineError, budget_for, describe, side_name
-from zero.play.session import PlayError, load_start, new_game
+from play.engine import Budget, EngineError, budget_for, describe, side_name
+from play.session import PlayError, load_start, new_game
 
 DEFAULT_SIMULATIONS = 400
 
@@ -47,7 +47,7 @@ def report_text(result: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from zero.play.engine import Engine
+    from play.engine import Engine
 
     try:
         searched_for_time = args.time is not None

@@ -1,0 +1,182 @@
+"""The layout of a run directory: every path name a run uses, its best-network pointer and status files.
+
+Actors, trainer, gatekeeper and the loop share nothing but a run directory, so this module is the one
+place that says where each of them finds what it needs (as minigo's fsdb does):
+
+    RUN/
+      loop-config.toml        the resolved settings, reused on resume
+      logs/                   one log per process, and a record (config, code version, seeds) per start
+      replay.zarr/            the replay store (selfplay.replay_buffer)
+      replay-locks/           one lock file per actor id, held by the live writer of that actor
+      expert-oca/             the OCA expert dataset the trainer mixes in, built on first use
+      checkpoints/            initial-NAME.pt (the run's copy of its start), candidate-NNNNNNN.pt,
+                              trainer-state.pt, best.json (the current best network)
+      matches/                every gating, rating and calibration match as PDN
+      gating.jsonl            one line per gating decision
+      ratings.json            all results behind the Elo table; ratings.png is drawn from it
+      status/                 each role's latest figures (ROLE.json), for the status line
+
+A run directory is accepted wherever a checkpoint is expected (`zero.checkpoint.resolve_checkpoint`), and
+then means its current best network.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from zero.config import atomic_write_bytes
+
+CONFIG_FILE = "loop-config.toml"
+CANDIDATE_PREFIX = "candidate-"
+
+
+@dataclass(frozen=True)
+class BestRecord:
+    """The current best network of a run, as `checkpoints/best.json` names it."""
+
+    path: Path  # absolute
+    name: str
+    step: int
+    promoted: str = ""
+    reason: str = ""
+
+
+class RunDirError(ValueError):
+    """A run directory, or one of its records, that cannot be used; the message names the file."""
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths of one run directory (nothing is created until something is written)."""
+
+    root: Path
+
+    def __init__(self, root: str | Path) -> None:
+        object.__setattr__(self, "root", Path(root))
+
+    # -- paths -------------------------------------------------------------------------------------------
+    @property
+    def config_file(self) -> Path:
+        return self.root / CONFIG_FILE
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def replay_store(self) -> Path:
+        return self.root / "replay.zarr"
+
+    @property
+    def replay_locks(self) -> Path:
+        return self.root / "replay-locks"
+
+    def replay_lock(self, actor_id: int) -> Path:
+        return self.replay_locks / f"actor-{actor_id}.lock"
+
+    @property
+    def expert_data(self) -> Path:
+        return self.root / "expert-oca"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def trainer_state(self) -> Path:
+        return self.checkpoints / "trainer-state.pt"
+
+    @property
+    def best_file(self) -> Path:
+        return self.checkpoints / "best.json"
+
+    def candidate(self, step: int) -> Path:
+        return self.checkpoints / f"{CANDIDATE_PREFIX}{step:07d}.pt"
+
+    def candidates(self) -> list[tuple[int, Path]]:
+        """(step, absolute path) of every candidate checkpoint, oldest first."""
+        found = []
+        for path in self.checkpoints.resolve().glob(f"{CANDIDATE_PREFIX}*.pt"):
+            step = path.stem[len(CANDIDATE_PREFIX):]
+            if step.isdigit():
+                found.append((int(step), path))
+        return sorted(found)
+
+    def initial_checkpoint(self, source_name: str) -> Path:
+        """Where the run keeps its own copy of the checkpoint it started from."""
+        return self.checkpoints / f"initial-{source_name}.pt"
+
+    def initial_checkpoints(self) -> list[Path]:
+        return sorted(self.checkpoints.glob("initial-*.pt"))
+
+    @property
+    def matches(self) -> Path:
+        return self.root / "matches"
+
+    def match_pdn(self, name: str) -> Path:
+        return self.matches / f"{name.replace(':', '')}.pdn"
+
+    @property
+    def gating_log(self) -> Path:
+        return self.root / "gating.jsonl"
+
+    @property
+    def ratings(self) -> Path:
+        return self.root / "ratings.json"
+
+    @property
+    def ratings_plot(self) -> Path:
+        return self.root / "ratings.png"
+
+    @property
+    def status(self) -> Path:
+        return self.root / "status"
+
+    def status_file(self, role: str) -> Path:
+        return self.status / f"{role}.json"
+
+    # -- what a run directory is -------------------------------------------------------------------------
+    def is_run(self) -> bool:
+        """Whether this looks like a run directory (a loop or self-play has used it)."""
+        return self.root.is_dir() and (self.config_file.exists() or self.best_file.exists()
+                                       or self.replay_store.exists())
+
+    # -- the best network --------------------------------------------------------------------------------
+    def read_best(self) -> BestRecord | None:
+        """The current best network, or None before the run has one. A relative path in the record is
+        relative to the run directory."""
+        path = self.best_file
+        if not path.exists():
+            return None
+        try:
+            record = json.loads(path.read_text())
+            target = Path(record["path"])
+            if not target.is_absolute():
+                target = self.root / target
+            return BestRecord(target.resolve(), str(record.get("name", target.stem)), int(record.get("step", 0)),
+                              str(record.get("promoted", "")), str(record.get("reason", "")))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise RunDirError(f"{path}: unreadable best-network record ({exc})") from exc
+
+    def write_best(self, checkpoint: Path, step: int, reason: str) -> BestRecord:
+        """Point the run's best network at `checkpoint` (one atomic replacement of best.json)."""
+        record = BestRecord(Path(checkpoint).resolve(), Path(checkpoint).stem, int(step),
+                            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), reason)
+        data = {"path": str(record.path), "name": record.name, "step": record.step, "promoted": record.promoted,
+                "reason": record.reason}
+        atomic_write_bytes(self.best_file, json.dumps(data, indent=1).encode())
+        return record
+
+    # -- status files ------------------------------------------------------------------------------------
+    def write_status(self, role: str, data: dict) -> None:
+        atomic_write_bytes(self.status_file(role), json.dumps(data).encode())
+
+    def read_status(self, role: str) -> dict | None:
+        """A role's latest status, or None when it has written none (or it cannot be read right now)."""
+        try:
+            return json.loads(self.status_file(role).read_text())
+        except (OSError, ValueError):
+            return None
