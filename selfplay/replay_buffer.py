@@ -614,7 +614,9 @@ class ReplayReader:
 
     def sample(self, batch_size: int, window: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """`batch_size` positions drawn uniformly (with replacement) from the newest `window` committed
-        positions across all actors (all of them when fewer are committed): POSITION_SCHEMA columns."""
+        positions across all actors (all of them when fewer are committed): POSITION_SCHEMA columns, and
+        `moves_left`, the plies from each position to the end of its recorded game (the position's own
+        move included), derived from where the position lies in its game."""
         if window < 1 or batch_size < 1:
             raise ReplayError(f"batch_size and window must be >= 1 (got {batch_size}, {window})")
         actor, first, length, cum = self._newest_first()
@@ -630,6 +632,8 @@ class ReplayReader:
         before = np.where(g > 0, cum[np.maximum(g - 1, 0)], 0)
         rows = first[g] + length[g] - 1 - (u - before)
         out = {name: np.empty((batch_size, *shape), dtype) for name, (dtype, shape) in POSITION_SCHEMA.items()}
+        # Plies from each sampled position to the end of its recorded game (itself included).
+        out["moves_left"] = (u - before + 1).astype(np.int32)
         sampled_actor = actor[g]
         for a in np.unique(sampled_actor):
             state = self._actors[int(a)]

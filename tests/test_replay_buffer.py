@@ -162,6 +162,7 @@ def test_sampling_is_uniform_over_the_newest_window(tmp_path):
         ply = int(batch["ply"][i])
         for name in ("black", "white", "kings", "policy_actions", "policy_visits", "result"):
             np.testing.assert_array_equal(batch[name][i], rows[name][ply])
+        assert batch["moves_left"][i] == by_id[int(batch["game_id"][i])].length - ply
 
     whole = reader.sample(20_000, 10**9, np.random.default_rng(1))  # a window beyond the store: everything
     assert len(np.unique(whole["game_id"])) == 18
