@@ -50,7 +50,7 @@ def opening_games(count: int, seed: int = 0, max_plies: int = 20) -> list[Game]:
 
 def bench_uniform(trees: int, leaves_per_tree: int, simulations: int, repeats: int = 3) -> dict:
     config = SearchConfig(leaves_per_tree=leaves_per_tree, tree_capacity=12 * simulations + 300)
-    search = BatchedSearch(trees, config)
+    search = BatchedSearch(trees, config, simulations=simulations)
     games = opening_games(trees)
     evaluator = UniformEvaluator()
 
@@ -77,7 +77,7 @@ def bench_uniform(trees: int, leaves_per_tree: int, simulations: int, repeats: i
 
 def bench_tree_reuse(evaluator, trees: int = 64, simulations: int = 400, moves: int = 30) -> dict:
     config = SearchConfig(leaves_per_tree=4)
-    search = BatchedSearch(trees, config)
+    search = BatchedSearch(trees, config, simulations=simulations)
     games = [Game() for _ in range(trees)]
     rng = np.random.default_rng(0)
     inherited, kept_nodes = [], []
@@ -142,13 +142,13 @@ def bench_actors(actors: int, seconds: float, run_dir: Path) -> list:
 
 def _ensure_network(run_dir: Path, checkpoint: str | None) -> str:
     """--checkpoint, else the shipped checkpoint, else a random NetworkConfig.small() one, as run_dir's best."""
-    from train.gating import write_best
     from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+    from zero.rundir import RunDir
 
     if checkpoint:
         path = Path(checkpoint).resolve()
         step = load_checkpoint(path).step
-        write_best(run_dir, path, step, "--checkpoint")
+        RunDir(run_dir).write_best(path, step, "--checkpoint")
         return f"checkpoint {path.name} (step {step})"
     if DEFAULT_CHECKPOINT.exists():
         return f"shipped checkpoint {DEFAULT_CHECKPOINT.name}"
@@ -161,7 +161,7 @@ def _ensure_network(run_dir: Path, checkpoint: str | None) -> str:
     cfg = NetworkConfig.small()
     path = save_checkpoint(run_dir / "checkpoints" / "random-small.pt", net=PolicyValueNet(cfg), net_config=cfg,
                            step=0)
-    write_best(run_dir, path, 0, "no shipped checkpoint")
+    RunDir(run_dir).write_best(path, 0, "no shipped checkpoint")
     return "random-init NetworkConfig.small() (oca-small.pt not present)"
 
 

@@ -14,7 +14,8 @@ import time
 
 from zero.data import require_data_file
 from zero.game import Game
-from zero.match import load_openings, mix_seed
+from train.match import mix_seed
+from zero.openings import load_openings
 from zero.players import AlphaBetaPlayer
 
 

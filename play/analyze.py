@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--sims", type=int, metavar="N", help=f"search simulations (default {DEFAULT_SIMULATIONS})")
     budget.add_argument("--time", type=float, metavar="SECONDS", help="search for this long instead")
-    parser.add_argument("--checkpoint", metavar="PATH", help="network to use (default: the shipped one)")
+    parser.add_argument("--checkpoint", metavar="PATH", help="network: a checkpoint file or a run directory (its best network); default the shipped one")
     parser.add_argument("--top", type=int, default=10, metavar="K", help="moves to show (default 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 

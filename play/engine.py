@@ -16,7 +16,8 @@ from zero.game import Game, Move
 
 if TYPE_CHECKING:  # the search (numba kernels) is imported only when an engine searches
     from selfplay.evaluators import PositionEvaluator
-    from selfplay.search import Analysis, SearchConfig
+    from selfplay.analysis import Analysis
+    from selfplay.search import SearchConfig
 
 
 class EngineError(RuntimeError):
@@ -131,11 +132,15 @@ class Engine:
 
     @classmethod
     def load(cls, checkpoint: str | Path | None = None) -> Engine:
-        """The engine for a checkpoint file, by default the shipped one."""
-        from zero.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
+        """The engine for a checkpoint file or a run directory (its best network), by default the shipped
+        network."""
+        from zero.checkpoint import CheckpointError, resolve_checkpoint
         from zero.inference import Evaluator
 
-        path = Path(checkpoint) if checkpoint is not None else Path(DEFAULT_CHECKPOINT)
+        try:
+            path = resolve_checkpoint(checkpoint)
+        except CheckpointError as exc:
+            raise EngineError(str(exc)) from None
         if not path.is_file():
             hint = "" if checkpoint is not None else " (the shipped checkpoint; name another with --checkpoint PATH)"
             raise EngineError(f"checkpoint {path} not found{hint}")
@@ -156,7 +161,7 @@ class Engine:
 
     def analyse(self, game: Game, budget: Budget) -> Analysis:
         """Search the game's current position within the budget (the game must not be over)."""
-        from selfplay.search import analyse
+        from selfplay.analysis import analyse
 
         if game.outcome is not None:
             raise EngineError("the game is over: there is nothing to search")
@@ -166,7 +171,8 @@ class Engine:
 
     def _analyse_for_time(self, game: Game, seconds: float) -> Analysis:
         """Grow one search tree chunk by chunk until the time is up (or the tree is full)."""
-        from selfplay.search import BatchedSearch, SearchConfig, analysis_of
+        from selfplay.analysis import analysis_of
+        from selfplay.search import BatchedSearch, SearchConfig
 
         deadline = time.perf_counter() + seconds
         search = BatchedSearch(1, self.search_config or SearchConfig(), game.rules, capacity=TIME_TREE_CAPACITY)
@@ -181,7 +187,7 @@ class Engine:
 
     def choose(self, game: Game, budget: Budget) -> tuple[Move, Analysis]:
         """The engine's move (the most visited) and the search behind it."""
-        from selfplay.search import best_move
+        from selfplay.analysis import best_move
 
         analysis = self.analyse(game, budget)
         return best_move(analysis, temperature=0), analysis

@@ -34,7 +34,7 @@ Commands:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", metavar="PATH", help="network to play against (default: the shipped one)")
+    parser.add_argument("--checkpoint", metavar="PATH", help="network: a checkpoint file or a run directory (its best network); default the shipped one")
     strength = parser.add_mutually_exclusive_group()
     strength.add_argument("--level", choices=list(LEVELS), help="named strength (default: club)")
     strength.add_argument("--sims", type=int, metavar="N", help="search simulations per engine move")

@@ -10,9 +10,9 @@ selfplay command and the loop's supervisor can spawn it). It
   mixes Dirichlet noise into full searches' roots, samples by visits at the opening temperature, plays a
   single legal move without search, resigns below the threshold except in the play-through share of
   games (where it records who would have resigned, to measure wrong resignations), ends games at
-  `max_plies` as draws flagged max-length;
-* uses the run's current best checkpoint (`RUN/checkpoints/best.json`, kept by the gatekeeper; the
-  shipped checkpoint before there is one) and switches between games: when a newer best appears, new
+  the rules' max_plies as draws flagged max-length;
+* uses the run's current best checkpoint (its best-network pointer, zero.rundir, kept by the gatekeeper;
+  the shipped checkpoint before there is one) and switches between games: when a newer best appears, new
   games start with it while the games in flight finish with the network they began with (two network
   generations side by side, each with its own batch, until the old one has no game left);
 * gives each game its own seed (from the run seed, the actor id and the game's index), which with the
@@ -24,7 +24,6 @@ selfplay command and the loop's supervisor can spawn it). It
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import time
@@ -34,24 +33,36 @@ from typing import Callable
 
 import numpy as np
 
-from selfplay.records import POLICY_SLOTS, GameRecord, PositionRows
-from selfplay.search import BatchedSearch, SearchConfig, sample_by_visits, visit_policy
+from selfplay.records import POLICY_SLOTS, POSITION_FIELDS, GameRecord, PositionRows
+from selfplay.search import BatchedSearch, RootNoise, SearchConfig, sample_by_visits, visit_policy
 from zero.encoding import move_action
 from zero.game import Game, Move, Position, RulesConfig, Termination
+from zero.rundir import RunDir, RunDirError
 
 log = logging.getLogger(__name__)
 
-BEST_FILE = "checkpoints/best.json"  # {"path", "step", "name", ...}, written by train.gating
-
-
 @dataclass
 class SelfPlayConfig:
-    """Settings of self-play actors (the `selfplay` command's --config / --set)."""
+    """Settings of self-play actors (the `selfplay` command's --config / --set; `[selfplay]` in the loop's).
+    How a tree is searched is `search` (PUCT); everything else here is what self-play does with it."""
 
     games_in_flight: int = 64  # games per actor searched in lockstep (network batch ~ this x leaves_per_tree)
-    max_plies: int = 300  # longer games end as draws, termination max-length
     openings: str = ""  # ballot file (relative to the data folder, or absolute); "" = start position only
     opening_share: float = 0.5  # with a ballot: share of games that begin with one of its openings
+    # Playout-cap randomization: a share of moves get a full search, whose visits are policy targets; the
+    # others a fast one that only plays the move.
+    full_simulations: int = 400
+    fast_simulations: int = 64
+    full_search_prob: float = 0.25
+    dirichlet_alpha: float = 1.0  # alpha x legal moves ~ 8-10, the ratio AlphaZero used in chess and Go
+    dirichlet_fraction: float = 0.25  # share of the root prior replaced by noise (full searches)
+    noise_in_fast_searches: bool = False  # fast searches give no target, so noise only weakens their play
+    temperature: float = 1.0  # move sampling ~ visits^(1/T) for the opening plies
+    temperature_plies: int = 16  # plies played with `temperature`; later moves use final_temperature
+    final_temperature: float = 0.0  # 0 = always the most visited move
+    resign_threshold: float = -0.9  # resign when the root value for the side to move falls below this
+    resign_min_ply: int = 20  # no resignation before this ply
+    resign_playthrough: float = 0.1  # share of games that never resign, to measure wrong resignations
     device: str = "cpu"  # "cpu", "cuda" or "auto" (CUDA when torch sees a GPU)
     torch_threads: int = 1  # CPU threads per actor for inference
     checkpoint_poll_seconds: float = 30.0  # how often to look for a newer best checkpoint
@@ -60,6 +71,23 @@ class SelfPlayConfig:
     seed: int = 0  # run seed; game seeds derive from it, the actor id and the game index
     search: SearchConfig = field(default_factory=SearchConfig)
     rules: RulesConfig = field(default_factory=RulesConfig)
+
+    def validate(self) -> None:
+        self.search.validate()
+        if self.games_in_flight < 1:
+            raise ValueError("selfplay.games_in_flight must be at least 1")
+        if self.full_simulations < 1 or self.fast_simulations < 1:
+            raise ValueError("selfplay.full_simulations and fast_simulations must be at least 1")
+        for name in ("opening_share", "full_search_prob", "dirichlet_fraction", "resign_playthrough"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"selfplay.{name} must lie in [0, 1]")
+        if not self.dirichlet_alpha > 0:
+            raise ValueError("selfplay.dirichlet_alpha must be positive")
+        if self.temperature < 0 or self.final_temperature < 0 or self.temperature_plies < 0:
+            raise ValueError("selfplay temperatures and temperature_plies must not be negative")
+
+    def temperature_at(self, ply: int) -> float:
+        return self.temperature if ply < self.temperature_plies else self.final_temperature
 
 
 @dataclass
@@ -94,30 +122,30 @@ class CheckpointInfo:
 
 
 def current_best(run_dir: Path) -> CheckpointInfo:
-    """The run's best checkpoint per best.json, or the shipped checkpoint before the first promotion."""
-    record_path = run_dir / BEST_FILE
-    if record_path.exists():
-        record = json.loads(record_path.read_text())
-        path = Path(record["path"])
-        if not path.is_absolute():
-            path = run_dir / path
-        return CheckpointInfo(path, str(record.get("name", path.stem)), int(record.get("step", 0)))
+    """The run's best checkpoint, or the shipped checkpoint before the run has one."""
     from zero.checkpoint import DEFAULT_CHECKPOINT, CheckpointError, load_checkpoint
 
+    run = RunDir(run_dir)
+    try:
+        best = run.read_best()
+    except RunDirError as exc:
+        raise CheckpointError(str(exc)) from None
+    if best is not None:
+        return CheckpointInfo(best.path, best.name, best.step)
     try:
         step = load_checkpoint(DEFAULT_CHECKPOINT).step
     except CheckpointError as exc:
-        raise CheckpointError(f"no best checkpoint yet ({record_path} is absent) and the shipped checkpoint "
+        raise CheckpointError(f"no best checkpoint yet ({run.best_file} is absent) and the shipped checkpoint "
                               f"cannot be used: {exc}") from None
     return CheckpointInfo(DEFAULT_CHECKPOINT, DEFAULT_CHECKPOINT.stem, step)
 
 
 def load_ballot(name: str) -> list:
-    """zero.match.Opening list of a ballot file (relative to the data folder, or absolute); [] for ""."""
+    """zero.openings.Opening list of a ballot file (relative to the data folder, or absolute); [] for ""."""
     if not name:
         return []
     from zero.data import require_data_file
-    from zero.match import load_openings
+    from zero.openings import load_openings
 
     path = Path(name)
     return load_openings(path if path.is_absolute() else require_data_file(name))
@@ -132,17 +160,17 @@ def game_seed(run_seed: int, actor_id: int, index: int) -> int:
 class _GameInFlight:
     game: Game
     seed: int
+    seed_index: int
     rng: np.random.Generator
     opening: str
     playthrough: bool  # never resigns: measures wrong resignations
-    rows: dict[str, list] = field(default_factory=lambda: {name: [] for name in _ROW_NAMES})
+    rows: dict[str, list] = field(default_factory=lambda: {name: [] for name in POSITION_FIELDS})
     full_search: bool = False
     would_resign_side: int = 0
     would_resign_ply: int = -1
 
 
-_ROW_NAMES = ("black", "white", "kings", "black_to_move", "no_progress", "repetitions", "ply",
-              "policy_actions", "policy_visits", "full_search", "forced", "root_value")
+
 
 
 class _Generation:
@@ -151,7 +179,8 @@ class _Generation:
     def __init__(self, evaluator, checkpoint: CheckpointInfo, config: SelfPlayConfig):
         self.evaluator = evaluator
         self.checkpoint = checkpoint
-        self.search = BatchedSearch(config.games_in_flight, config.search, config.rules)
+        self.search = BatchedSearch(config.games_in_flight, config.search, config.rules,
+                                    simulations=max(config.full_simulations, config.fast_simulations))
         self.slots: list[_GameInFlight | None] = [None] * config.games_in_flight
 
     def in_flight(self) -> int:
@@ -190,7 +219,7 @@ class Actor:
     def __init__(self, run_dir: str | Path, actor_id: int, config: SelfPlayConfig, games: int | None = None,
                  load_evaluator: Callable[[CheckpointInfo], object] | None = None,
                  progress: Callable[[ActorStats], None] | None = None):
-        config.search.validate()
+        config.validate()
         self.run_dir = Path(run_dir)
         self.actor_id = actor_id
         self.config = config
@@ -200,7 +229,7 @@ class Actor:
         self.stats = ActorStats(actor_id)
         self.stop = StopRequest()
         self._started_games = 0
-        self._first_index = 0  # games this actor committed in earlier runs: their seeds are not reused
+        self._first_index = 0  # the first seed index no committed game of this actor has used
         self._openings = load_ballot(config.openings)
 
     # -- set-up --------------------------------------------------------------------------------------
@@ -239,7 +268,8 @@ class Actor:
         return self.stop.mode is None and (self.games_limit is None or self._started_games < self.games_limit)
 
     def _start_game(self, gen: _Generation, g: int) -> None:
-        seed = game_seed(self.config.seed, self.actor_id, self._first_index + self._started_games)
+        seed_index = self._first_index + self._started_games
+        seed = game_seed(self.config.seed, self.actor_id, seed_index)
         self._started_games += 1
         rng = np.random.default_rng(seed)
         start, opening = Position.initial(), "start"
@@ -250,8 +280,8 @@ class Actor:
                 start = start.play(move)
             # Ballot moves are man moves: the game can begin after them with nothing lost for the rules.
             opening = " ".join(chosen.moves)
-        playthrough = rng.random() < self.config.search.resign_playthrough
-        slot = _GameInFlight(Game(start, rules=self.config.rules), seed, rng, opening, playthrough)
+        playthrough = rng.random() < self.config.resign_playthrough
+        slot = _GameInFlight(Game(start, rules=self.config.rules), seed, seed_index, rng, opening, playthrough)
         gen.slots[g] = slot
         gen.search.set_root(g, slot.game)
         self._next_search(gen, g)
@@ -260,10 +290,8 @@ class Actor:
         """Play forced moves without search, then start the search for the next real choice (or finish)."""
         slot = gen.slots[g]
         game = slot.game
-        cfg = self.config.search
+        cfg = self.config
         while True:
-            if game.outcome is None and game.ply >= self.config.max_plies:
-                game.finish(0, Termination.MAX_LENGTH)
             if game.outcome is not None:
                 self._finish_game(gen, g)
                 return
@@ -276,7 +304,8 @@ class Actor:
         slot.full_search = bool(slot.rng.random() < cfg.full_search_prob)
         simulations = cfg.full_simulations if slot.full_search else cfg.fast_simulations
         noisy = slot.full_search or cfg.noise_in_fast_searches
-        gen.search.start(g, simulations, slot.rng if noisy else None)
+        noise = RootNoise(slot.rng, cfg.dirichlet_alpha, cfg.dirichlet_fraction) if noisy else None
+        gen.search.start(g, simulations, noise)
 
     def _play(self, gen: _Generation, g: int, move: Move) -> None:
         game = gen.slots[g].game
@@ -302,7 +331,7 @@ class Actor:
     def _move_chosen(self, gen: _Generation, g: int) -> None:
         """Tree g's search is complete: resign, or record the position and play the chosen move."""
         slot = gen.slots[g]
-        game, search, cfg = slot.game, gen.search, self.config.search
+        game, search, cfg = slot.game, gen.search, self.config
         search.stop(g)
         pos = game.position
         value = search.root_value(g)
@@ -345,7 +374,7 @@ class Actor:
         n = game.ply
         positions = PositionRows.from_lists(rows)
         outcome = game.outcome
-        cfg = self.config.search
+        cfg = self.config
         pdn = write_game(game.moves, outcome.pdn_result, start=game.start, tags={
             "Event": "checkers-zero self-play", "Round": str(slot.seed),
             "Black": checkpoint.name, "White": checkpoint.name, "Opening": slot.opening,
@@ -354,7 +383,7 @@ class Actor:
         })
         return GameRecord(
             positions=positions, winner=outcome.winner, termination=outcome.termination.value, length=n,
-            opening=slot.opening, pdn=pdn, seed=slot.seed, checkpoint=checkpoint.name,
+            opening=slot.opening, pdn=pdn, seed=slot.seed, seed_index=slot.seed_index, checkpoint=checkpoint.name,
             model_version=checkpoint.step, would_resign_side=slot.would_resign_side,
             would_resign_ply=slot.would_resign_ply,
         )
@@ -376,7 +405,9 @@ class Actor:
 
         with ReplayWriter(self.run_dir, self.actor_id, commit_positions=self.config.commit_positions,
                           commit_seconds=self.config.commit_seconds) as self.writer:
-            self._first_index = self.writer.committed_games
+            # Games are committed in the order they finish, not the order they started: go on after the
+            # highest seed index committed, not after the count of committed games.
+            self._first_index = self.writer.next_seed_index
             while True:
                 if self.stop.mode == "discard":
                     self.stats.discarded_games += sum(gen.in_flight() for gen in generations)

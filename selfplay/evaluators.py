@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from zero.encoding import NUM_ACTIONS, NUM_PLANES, PLANE_OPP_KINGS, PLANE_OPP_MEN, PLANE_OWN_KINGS, PLANE_OWN_MEN
+from zero.encoding import NUM_ACTIONS, PLANE_OPP_KINGS, PLANE_OPP_MEN, PLANE_OWN_KINGS, PLANE_OWN_MEN
 
 
 class PositionEvaluator(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from selfplay.records import POLICY_SLOTS, GameRecord, PositionRows
+from selfplay.records import POLICY_SLOTS, POSITION_FIELDS, GameRecord, PositionRows
 from zero.encoding import move_action
 from zero.game import Game, Termination
 from zero.pdn import write_game
@@ -21,10 +21,7 @@ def random_game_record(seed: int, *, max_plies: int = 160, checkpoint: str = "ra
     rng = np.random.default_rng(seed)
     game = Game()
     resign_ply = int(rng.integers(8, max_plies)) if rng.random() < 0.1 else -1
-    columns: dict[str, list] = {name: [] for name in (
-        "black", "white", "kings", "black_to_move", "no_progress", "repetitions", "ply",
-        "full_search", "forced", "root_value")}
-    actions_rows, visits_rows = [], []
+    columns: dict[str, list] = {name: [] for name in POSITION_FIELDS}
     while game.outcome is None:
         if game.ply == resign_ply:
             game.finish(-1 if game.position.black_to_move else 1, Termination.RESIGNATION)
@@ -40,18 +37,17 @@ def random_game_record(seed: int, *, max_plies: int = 160, checkpoint: str = "ra
         row_visits = np.zeros(POLICY_SLOTS, np.float32)
         row_actions[:len(actions)] = actions
         row_visits[:len(actions)] = shares
-        actions_rows.append(row_actions)
-        visits_rows.append(row_visits)
         forced = len(legal) == 1
         for name, value in (("black", position.black), ("white", position.white), ("kings", position.kings),
                             ("black_to_move", position.black_to_move), ("no_progress", game.no_progress[-1]),
                             ("repetitions", game.repetitions()), ("ply", game.ply),
+                            ("policy_actions", row_actions), ("policy_visits", row_visits),
                             ("full_search", not forced and rng.random() < 0.75), ("forced", forced),
                             ("root_value", rng.uniform(-1, 1))):
             columns[name].append(value)
         game.play(legal[int(rng.integers(len(legal)))])
     n = game.ply
-    rows = PositionRows.from_lists({**columns, "policy_actions": actions_rows, "policy_visits": visits_rows})
+    rows = PositionRows.from_lists(columns)
     would_resign_side, would_resign_ply = 0, -1
     if game.outcome.termination != Termination.RESIGNATION and n > 4 and rng.random() < 0.3:
         would_resign_ply = int(rng.integers(2, n))
@@ -61,5 +57,5 @@ def random_game_record(seed: int, *, max_plies: int = 160, checkpoint: str = "ra
         "Event": "checkers-zero self-play (random)", "Round": str(seed),
         "Black": checkpoint, "White": checkpoint, "Termination": outcome.termination.value})
     return GameRecord(positions=rows, winner=outcome.winner, termination=outcome.termination.value, length=n,
-                      opening="start", pdn=pdn, seed=seed, checkpoint=checkpoint, model_version=model_version,
+                      opening="start", pdn=pdn, seed=seed, seed_index=seed, checkpoint=checkpoint, model_version=model_version,
                       would_resign_side=would_resign_side, would_resign_ply=would_resign_ply)

@@ -2,7 +2,7 @@
 
 Layout (zarr v3, inside the run directory)::
 
-    RUN/replay.zarr/                    root group, attributes: schema, policy_slots
+    RUN/replay.zarr/                    root group (paths: zero.rundir), attributes: schema, policy_slots
         actors/<actor_id>/              one group per actor; only that actor's writer touches it
             attributes["commit"]        {"games": G, "positions": P, "time": t}: the commit record
             positions/<column>          one row per position (POSITION_SCHEMA), chunked by `chunk_rows`
@@ -47,7 +47,7 @@ import os
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,50 +56,32 @@ import zarr.api.asynchronous
 import zarr.errors
 from zarr.core.sync import sync as _run  # runs a coroutine on zarr's own event loop
 
-from selfplay.records import POLICY_SLOTS, GameRecord, PositionRows
+from selfplay.records import (
+    GAME_FIELDS,
+    POLICY_SLOTS,
+    POSITION_FIELDS,
+    STRING,
+    GameRecord,
+    PositionRows,
+)
+from zero.rundir import RunDir
 
-STORE_NAME = "replay.zarr"
-LOCK_DIR = "replay-locks"
-SCHEMA = "checkers-zero replay v1"
+SCHEMA = "checkers-zero replay v2"  # v2: games record their seed_index
 ACTOR_BITS = 40  # game_id = actor_id << ACTOR_BITS | index of the game within the actor
 MAX_ACTOR_ID = (1 << (63 - ACTOR_BITS)) - 1
 
-STRING = np.dtypes.StringDType()
-
-# name -> (dtype, shape of one row). The PositionRows fields, then the fields derived from the game.
+# The store's columns: every field of the records (selfplay.records), and what the store adds.
 POSITION_SCHEMA: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
-    "black": (np.dtype(np.uint32), ()),
-    "white": (np.dtype(np.uint32), ()),
-    "kings": (np.dtype(np.uint32), ()),
-    "black_to_move": (np.dtype(bool), ()),
-    "no_progress": (np.dtype(np.int16), ()),
-    "repetitions": (np.dtype(np.int8), ()),
-    "ply": (np.dtype(np.int16), ()),
-    "policy_actions": (np.dtype(np.int16), (POLICY_SLOTS,)),
-    "policy_visits": (np.dtype(np.float32), (POLICY_SLOTS,)),
-    "full_search": (np.dtype(bool), ()),
-    "forced": (np.dtype(bool), ()),
-    "root_value": (np.dtype(np.float32), ()),
+    **POSITION_FIELDS,
     "result": (np.dtype(np.int8), ()),  # +1 the side to move went on to win, -1 lost, 0 draw
     "game_id": (np.dtype(np.int64), ()),
     "actor_id": (np.dtype(np.int32), ()),
     "model_version": (np.dtype(np.int64), ()),
     "seed": (np.dtype(np.int64), ()),
 }
-ROW_FIELDS = tuple(f.name for f in fields(PositionRows))
-
 GAME_SCHEMA: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
     "game_id": (np.dtype(np.int64), ()),
-    "winner": (np.dtype(np.int8), ()),
-    "length": (np.dtype(np.int32), ()),
-    "termination": (STRING, ()),
-    "opening": (STRING, ()),
-    "pdn": (STRING, ()),
-    "seed": (np.dtype(np.int64), ()),
-    "checkpoint": (STRING, ()),
-    "model_version": (np.dtype(np.int64), ()),
-    "would_resign_side": (np.dtype(np.int8), ()),
-    "would_resign_ply": (np.dtype(np.int32), ()),
+    **GAME_FIELDS,
     "first_row": (np.dtype(np.int64), ()),  # index of the game's first position in the actor's rows
     "commit_time": (np.dtype(np.float64), ()),  # time.time() of the commit that made the game visible
 }
@@ -110,10 +92,6 @@ DEFAULT_CHUNK_GAMES = 256
 
 class ReplayError(ValueError):
     """A record the store refuses, a store that cannot be opened, or a second writer for one actor."""
-
-
-def store_path(run_dir: str | os.PathLike) -> Path:
-    return Path(run_dir) / STORE_NAME
 
 
 def game_id_of(actor_id: int, index: int) -> int:
@@ -258,7 +236,7 @@ def _record_columns(record: GameRecord, actor_id: int, game_id: int) -> dict[str
     n = len(rows)
     if n != record.length:
         raise ReplayError(f"game record has {n} position rows but length {record.length} (one row per ply)")
-    for name in ROW_FIELDS:
+    for name in POSITION_FIELDS:
         column = np.asarray(getattr(rows, name))
         if len(column) != n:
             raise ReplayError(f"PositionRows.{name} has {len(column)} rows, PositionRows.ply has {n}")
@@ -280,7 +258,7 @@ def _record_columns(record: GameRecord, actor_id: int, game_id: int) -> dict[str
     elif width < POLICY_SLOTS:
         actions = np.concatenate([actions, np.full((n, POLICY_SLOTS - width), -1, actions.dtype)], axis=1)
         visits = np.concatenate([visits, np.zeros((n, POLICY_SLOTS - width), visits.dtype)], axis=1)
-    columns = {name: np.asarray(getattr(rows, name)) for name in ROW_FIELDS}
+    columns = {name: np.asarray(getattr(rows, name)) for name in POSITION_FIELDS}
     columns["policy_actions"] = actions
     columns["policy_visits"] = np.where(actions >= 0, visits, 0)
     columns["result"] = record.results_for_side_to_move()
@@ -291,8 +269,8 @@ def _record_columns(record: GameRecord, actor_id: int, game_id: int) -> dict[str
     return columns
 
 
-def _termination_text(termination) -> str:
-    return str(getattr(termination, "value", termination))  # a zero.game.Termination or its value
+def _stored_value(value):
+    return getattr(value, "value", value)  # an enum (zero.game.Termination) is stored as its value
 
 
 class ReplayWriter:
@@ -318,14 +296,15 @@ class ReplayWriter:
         self.actor_id = int(actor_id)
         self.commit_positions = commit_positions
         self.commit_seconds = commit_seconds
-        self.path = store_path(run_dir)
-        self._lock = self._take_lock(Path(run_dir))
+        self.path = RunDir(run_dir).replay_store
+        self._lock = self._take_lock(RunDir(run_dir))
         try:
             root = _open_root(self.path)
             self._group = root["actors"].require_group(str(self.actor_id))
             commit = self._group.attrs.get("commit", {"games": 0, "positions": 0, "time": 0.0})
             self.committed_games = int(commit["games"])
             self.committed_positions = int(commit["positions"])
+            self.next_seed_index = int(commit.get("next_seed_index", 0))
             self._remove_leftovers()
             self._rows = _ChunkedColumns(self._group.require_group("positions"), POSITION_SCHEMA,
                                          chunk_rows, self.committed_positions)
@@ -338,16 +317,15 @@ class ReplayWriter:
         self._pending_positions = 0
         self._pending_since = 0.0
 
-    def _take_lock(self, run_dir: Path):
-        lock_dir = run_dir / LOCK_DIR
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        handle = open(lock_dir / f"actor-{self.actor_id}.lock", "a+")
+    def _take_lock(self, run: RunDir):
+        run.replay_locks.mkdir(parents=True, exist_ok=True)
+        handle = open(run.replay_lock(self.actor_id), "a+")
         try:
             # The kernel drops the lock when the holder dies (SIGKILL included): a restart never waits on it.
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.close()
-            raise ReplayError(f"another process is writing replay actor {self.actor_id} in {run_dir}") from None
+            raise ReplayError(f"another process is writing replay actor {self.actor_id} in {run.root}") from None
         return handle
 
     def _release_lock(self) -> None:
@@ -389,21 +367,12 @@ class ReplayWriter:
                      for name in POSITION_SCHEMA}
         lengths = np.array([len(r.positions) for r in records], np.int64)
         commit_time = time.time()
-        games = {
-            "game_id": np.array([game_id_of(self.actor_id, first_game + k) for k in range(len(records))]),
-            "winner": np.array([r.winner for r in records]),
-            "length": lengths,
-            "termination": np.array([_termination_text(r.termination) for r in records], STRING),
-            "opening": np.array([r.opening for r in records], STRING),
-            "pdn": np.array([r.pdn for r in records], STRING),
-            "seed": np.array([r.seed for r in records]),
-            "checkpoint": np.array([r.checkpoint for r in records], STRING),
-            "model_version": np.array([r.model_version for r in records]),
-            "would_resign_side": np.array([r.would_resign_side for r in records]),
-            "would_resign_ply": np.array([r.would_resign_ply for r in records]),
-            "first_row": self.committed_positions + np.concatenate([[0], np.cumsum(lengths)[:-1]]),
-            "commit_time": np.full(len(records), commit_time),
-        }
+        games = {name: np.array([_stored_value(getattr(r, name)) for r in records], dtype)
+                 for name, (dtype, _) in GAME_FIELDS.items()}
+        games["game_id"] = np.array([game_id_of(self.actor_id, first_game + k) for k in range(len(records))])
+        games["first_row"] = self.committed_positions + np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        games["commit_time"] = np.full(len(records), commit_time)
+        next_seed_index = max(self.next_seed_index, max(r.seed_index for r in records) + 1)
         new_games = self.committed_games + len(records)
         new_positions = self.committed_positions + int(lengths.sum())
         # All columns at once: each write mostly waits on its own object, so they overlap (a lot, on an
@@ -412,10 +381,12 @@ class ReplayWriter:
         _run(_gather(self._rows.write(self.committed_positions, positions)
                      + self._games.write(self.committed_games, games)))
         # The commit: one atomic replacement of the actor group's zarr.json (see the module doc).
-        self._group.attrs.update({"commit": {"games": new_games, "positions": new_positions, "time": commit_time}})
+        self._group.attrs.update({"commit": {"games": new_games, "positions": new_positions, "time": commit_time,
+                                             "next_seed_index": next_seed_index}})
         self._rows.advance(self.committed_positions, positions)
         self._games.advance(self.committed_games, games)
         self.committed_games, self.committed_positions = new_games, new_positions
+        self.next_seed_index = next_seed_index
         self._pending = []
         self._pending_positions = 0
 
@@ -436,35 +407,16 @@ class ReplayWriter:
 
 
 @dataclass
-class StoredGame:
-    """One committed game as stored: the GameRecord fields, where it lives, and (if asked for) its rows."""
+class StoredGame(GameRecord):
+    """One committed game as stored: its record (with PositionRows when read with positions=True), where it
+    lives, and then all its stored position columns (POSITION_SCHEMA) in `rows`."""
 
-    game_id: int
-    actor_id: int
-    index: int  # game number within the actor
-    first_row: int
-    commit_time: float
-    winner: int
-    termination: str
-    length: int
-    opening: str
-    pdn: str
-    seed: int
-    checkpoint: str
-    model_version: int
-    would_resign_side: int
-    would_resign_ply: int
-    positions: dict[str, np.ndarray] | None = None  # POSITION_SCHEMA columns of its rows
-
-    def to_record(self) -> GameRecord:
-        """The GameRecord this game was written from (needs the game read with positions=True)."""
-        if self.positions is None:
-            raise ReplayError("game was read without its positions (iter_games(positions=True))")
-        rows = PositionRows(**{name: self.positions[name] for name in ROW_FIELDS})
-        return GameRecord(positions=rows, winner=self.winner, termination=self.termination, length=self.length,
-                          opening=self.opening, pdn=self.pdn, seed=self.seed, checkpoint=self.checkpoint,
-                          model_version=self.model_version, would_resign_side=self.would_resign_side,
-                          would_resign_ply=self.would_resign_ply)
+    game_id: int = -1
+    actor_id: int = -1
+    index: int = -1  # game number within the actor
+    first_row: int = -1
+    commit_time: float = 0.0
+    rows: dict[str, np.ndarray] | None = None
 
 
 class _RowCache:
@@ -549,7 +501,7 @@ class ReplayReader:
     """
 
     def __init__(self, run_dir: str | os.PathLike):
-        self.path = store_path(run_dir)
+        self.path = RunDir(run_dir).replay_store
         self._actors: dict[int, _ActorState] = {}
         self._order: tuple[np.ndarray, ...] | None = None  # see _newest_first
         self.refresh()
@@ -661,13 +613,10 @@ class ReplayReader:
                     if rows is not None:
                         r0 = int(cols["first_row"][k]) - lo
                         game_rows = {c: v[r0:r0 + int(cols["length"][k])] for c, v in rows.items()}
-                    yield StoredGame(
-                        game_id=int(cols["game_id"][k]), actor_id=actor_id, index=start + k,
-                        first_row=int(cols["first_row"][k]), commit_time=float(cols["commit_time"][k]),
-                        winner=int(cols["winner"][k]), termination=str(cols["termination"][k]),
-                        length=int(cols["length"][k]), opening=str(cols["opening"][k]), pdn=str(cols["pdn"][k]),
-                        seed=int(cols["seed"][k]), checkpoint=str(cols["checkpoint"][k]),
-                        model_version=int(cols["model_version"][k]),
-                        would_resign_side=int(cols["would_resign_side"][k]),
-                        would_resign_ply=int(cols["would_resign_ply"][k]), positions=game_rows,
-                    )
+                    stored = {name: cols[name][k].item() if cols[name].dtype != STRING else str(cols[name][k])
+                              for name in GAME_FIELDS}
+                    positions = None if game_rows is None else PositionRows(
+                        **{name: game_rows[name] for name in POSITION_FIELDS})
+                    yield StoredGame(positions=positions, **stored, game_id=int(cols["game_id"][k]),
+                                     actor_id=actor_id, index=start + k, first_row=int(cols["first_row"][k]),
+                                     commit_time=float(cols["commit_time"][k]), rows=game_rows)

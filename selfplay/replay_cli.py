@@ -30,10 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from selfplay.replay_buffer import ReplayError, ReplayReader, store_path
+    from selfplay.replay_buffer import ReplayError, ReplayReader
+    from zero.rundir import RunDir
 
-    if not (store_path(args.run) / "zarr.json").is_file():
-        print(f"error: no replay store at {store_path(args.run)}", file=sys.stderr)
+    store = RunDir(args.run).replay_store
+    if not (store / "zarr.json").is_file():
+        print(f"error: no replay store at {store}", file=sys.stderr)
         return 2
     try:
         reader = ReplayReader(args.run)

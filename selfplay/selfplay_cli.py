@@ -39,7 +39,7 @@ def check_inputs(run_dir: Path, cfg) -> str | None:
     """What would stop every actor at once (no network to load, a bad ballot), found before starting them."""
     from selfplay.actor import current_best, load_ballot
     from zero.checkpoint import CheckpointError
-    from zero.match import BallotError
+    from zero.openings import BallotError
 
     if cfg.device not in ("cpu", "cuda", "auto"):
         return f"device must be cpu, cuda or auto, not {cfg.device!r}"
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         cfg = load_config(SelfPlayConfig, args.config, args.overrides)
-        cfg.search.validate()
+        cfg.validate()
     except (ConfigError, ValueError) as exc:
         print(f"selfplay: {exc}", file=sys.stderr)
         return 2

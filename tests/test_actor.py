@@ -17,10 +17,9 @@ import torch
 from processes import interrupt, reaped, wait_until
 from selfplay.actor import Actor, SelfPlayConfig, current_best
 from selfplay.replay_buffer import ReplayReader
-from selfplay.search import SearchConfig
 from zero.checkpoint import save_checkpoint
 from zero.encoding import move_action
-from zero.game import Game
+from zero.game import Game, RulesConfig
 from zero.network import NetworkConfig, PolicyValueNet
 from zero.notation import resolve_move
 from zero.pdn import read_pdn_text
@@ -38,11 +37,11 @@ def _promote(run: Path, path: Path, step: int) -> None:
     (run / "checkpoints" / "best.json").write_text(json.dumps({"path": str(path), "name": path.stem, "step": step}))
 
 
-def _config(**search) -> SelfPlayConfig:
+def _config(**choices) -> SelfPlayConfig:
     settings = dict(full_simulations=12, fast_simulations=4, full_search_prob=0.5, temperature_plies=6)
-    settings.update(search)
-    return SelfPlayConfig(games_in_flight=3, max_plies=40, checkpoint_poll_seconds=0.0,
-                          search=SearchConfig(**settings))
+    settings.update(choices)
+    return SelfPlayConfig(games_in_flight=3, checkpoint_poll_seconds=0.0, rules=RulesConfig(max_plies=40),
+                          **settings)
 
 
 def _games(run: Path):
@@ -65,7 +64,7 @@ def test_actor_games_are_whole_and_consistent(run):
         assert stored.actor_id == 3 and stored.checkpoint == "first" and stored.model_version == 10
         (pdn,) = list(read_pdn_text(stored.pdn))
         assert pdn.plies == stored.length
-        rows = stored.positions
+        rows = stored.rows
         positions = pdn.positions()[:-1]
         # Every row is the position the PDN game reached at that ply, and its target covers legal actions.
         assert rows["black"].tolist() == [p.black for p in positions]
@@ -83,7 +82,7 @@ def test_actor_games_are_whole_and_consistent(run):
             assert stored.length == 40 and stored.winner == 0
         else:
             assert game.outcome is not None and game.outcome.winner == stored.winner
-    full = np.concatenate([g.positions["full_search"] for g in games])
+    full = np.concatenate([g.positions.full_search for g in games])
     assert 0.2 < full.mean() < 0.8  # playout-cap randomization at p = 0.5
 
 
@@ -138,13 +137,32 @@ def test_openings_from_a_ballot(run):
             start.play(resolve_move(text, start.legal_moves()))
         # The self-play game begins after the ballot moves (they are not training positions).
         assert pdn.start == start.position
-        assert stored.positions["ply"][0] == 0 and stored.positions["black"][0] == start.position.black
+        assert stored.positions.ply[0] == 0 and stored.positions.black[0] == start.position.black
 
 
 def test_seeds_continue_after_a_restart(run):
     Actor(run, 0, _config(), games=2).run()
     Actor(run, 0, _config(), games=2).run()
     assert len({g.seed for g in _games(run)}) == 4
+
+
+def test_no_game_is_replayed_after_a_stop_that_discards_games_in_flight(run):
+    # Games are committed in the order they finish. Stop once a later-started game has been committed
+    # while an earlier one is still in flight: the restarted actor must not reissue the committed game's
+    # seed (the same seed and network replay the same game, a duplicate in the store).
+    def stop_when_out_of_order(stats):
+        indices = [g.seed_index for g in ReplayReader(run).iter_games()] if stats.games else []
+        if indices and max(indices) + 1 > len(indices):
+            actor.stop.mode = "discard"
+
+    for _ in range(4):
+        actor = Actor(run, 0, _config(), games=None, progress=stop_when_out_of_order)
+        actor.config.commit_positions = 1
+        actor.run()
+    games = _games(run)
+    assert len({g.seed for g in games}) == len(games)
+    assert len({tuple(g.positions.black) for g in games}) == len(games)
+    assert max(g.seed_index for g in games) + 1 > len(games), "the stop never came with games out of order"
 
 
 def _one_game_committed(run: Path) -> bool:
@@ -187,8 +205,8 @@ def test_signals_finish_or_discard_the_games_in_flight(run, restore_signals, sig
 @pytest.mark.parametrize("stop", ["finish", "discard"])
 def test_ctrl_c_stops_the_selfplay_command_cleanly(run, stop):
     cmd = [sys.executable, "-m", "play", "selfplay", "--run", str(run), "--actors", "1",
-           "--set", "games_in_flight=4", "--set", "max_plies=60", "--set", "commit_positions=1",
-           "--set", "search.full_simulations=8", "--set", "search.fast_simulations=4"]
+           "--set", "games_in_flight=4", "--set", "rules.max_plies=60", "--set", "commit_positions=1",
+           "--set", "full_simulations=8", "--set", "fast_simulations=4"]
     with reaped(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)) as proc:
         wait_until(lambda: _one_game_committed(run), 60, proc, "a committed game")
         signals = [signal.SIGINT] * (2 if stop == "discard" else 1)
@@ -199,7 +217,7 @@ def test_ctrl_c_stops_the_selfplay_command_cleanly(run, stop):
     summary = next(line for line in output.splitlines() if " games, " in line and "positions in" in line)
     assert summary.startswith(f"{len(games)} games")
     for stored in games:
-        assert len(stored.positions["ply"]) == stored.length
+        assert len(stored.positions.ply) == stored.length
         (pdn,) = list(read_pdn_text(stored.pdn))
         assert pdn.plies == stored.length
     if stop == "discard":
@@ -209,13 +227,13 @@ def test_ctrl_c_stops_the_selfplay_command_cleanly(run, stop):
 @pytest.mark.slow
 def test_actor_process_stops_on_sigterm(run):
     # The loop's supervisor stops children with SIGTERM: in-flight games are dropped, the rest committed.
-    code = (f"from selfplay.actor import run_actor, SelfPlayConfig; from selfplay.search import SearchConfig; "
+    code = (f"from selfplay.actor import run_actor, SelfPlayConfig; "
             f"run_actor({str(run)!r}, 5, SelfPlayConfig(games_in_flight=2, commit_positions=1, "
-            f"search=SearchConfig(full_simulations=8, fast_simulations=4)))")
+            f"full_simulations=8, fast_simulations=4))")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     with reaped(proc):
         wait_until(lambda: _one_game_committed(run), 60, proc, "a committed game")
         output = interrupt(proc, signal.SIGTERM, timeout=30)
     assert proc.returncode == 0, output
-    assert all(len(g.positions["ply"]) == g.length for g in _games(run))
+    assert all(len(g.positions.ply) == g.length for g in _games(run))

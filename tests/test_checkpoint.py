@@ -8,7 +8,6 @@ import torch
 from zero.checkpoint import CheckpointError, load_checkpoint, save_checkpoint, weights_sha256
 from zero.inference import Evaluator
 from zero.network import NetworkConfig, PolicyValueNet
-from zero.players import PlayerSpecError, make_player
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=16)
 
@@ -98,11 +97,7 @@ def test_expected_config_mismatch(saved):
         load_checkpoint(path, expect_config=NetworkConfig(**{**TINY.to_dict(), "blocks": 2}))
 
 
-def test_evaluator_and_player_from_checkpoint(saved):
+def test_evaluator_from_checkpoint(saved):
     _, _, path = saved
     ev = Evaluator.from_checkpoint(path, device="cpu")
     assert ev.device.type == "cpu" and ev.config == TINY
-    player = make_player(f"policy:{path}")
-    assert player.name.startswith("policy")
-    with pytest.raises(PlayerSpecError, match="no such checkpoint"):
-        make_player(f"policy:{path.parent / 'nope.pt'}")

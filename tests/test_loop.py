@@ -21,7 +21,8 @@ import torch
 
 from processes import interrupt, reaped, wait_until
 from selfplay.replay_buffer import ReplayReader
-from train.gating import read_best, read_gating_log
+from train.gating import read_gating_log
+from zero.rundir import RunDir
 from train.ratings import RatingsTable
 from zero.checkpoint import load_checkpoint, save_checkpoint
 from zero.data import data_file
@@ -35,13 +36,14 @@ initial_checkpoint = "{initial}"
 status_seconds = 3.0
 [selfplay]
 games_in_flight = 8
-max_plies = 60
 commit_positions = 32
 commit_seconds = 1.0
-[selfplay.search]
 full_simulations = 8
 fast_simulations = 4
+[selfplay.search]
 tree_capacity = 1024
+[selfplay.rules]
+max_plies = 60
 [trainer]
 expert_data = ""
 batch_size = 16
@@ -53,7 +55,6 @@ poll_seconds = 0.3
 [gating]
 simulations = 4
 parallel_games = 8
-max_plies = 60
 rating_games = 2
 rating_yardsticks = ["alphabeta:2"]
 calibration_games = 2
@@ -84,7 +85,7 @@ def committed_games(run: Path) -> dict[int, str]:
     reader = ReplayReader(run)
     games = {}
     for g in reader.iter_games(positions=True):
-        assert len(g.positions["ply"]) == g.length
+        assert len(g.positions.ply) == g.length
         games[g.game_id] = g.pdn
     return games
 
@@ -103,11 +104,11 @@ def check_invariants(run: Path, initial: Path, before: dict[int, str]) -> dict[i
         a, b = key.split("|")
         assert a in table.players and b in table.players
     table.fit()
-    best = read_best(run)
+    best = RunDir(run).read_best()
     assert best is not None
-    if Path(best["path"]).resolve() != initial.resolve():
-        promoted = [e for e in read_gating_log(run) if e["decision"] == "promote" and e["candidate"] == best["path"]]
-        assert promoted, f"best {best['path']} has no recorded promotion"
+    if best.path != initial.resolve():
+        promoted = [e for e in read_gating_log(run) if e["decision"] == "promote" and e["candidate"] == str(best.path)]
+        assert promoted, f"best {best.path} has no recorded promotion"
         assert Path(promoted[-1]["pdn"]).exists()
     return games
 
@@ -167,12 +168,11 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
 
 
 def test_status_line_gives_the_best_networks_rating_against_the_reference_yardstick(tmp_path):
-    from train.gating import write_best
     from train.loop import format_status, status_snapshot
     from train.ratings import ANCHOR, REFERENCE, PlayerInfo
 
     checkpoint = tmp_path / "checkpoints" / "candidate-0000400.pt"
-    write_best(tmp_path, checkpoint, 400, "test")
+    RunDir(tmp_path).write_best(checkpoint, 400, "test")
     table = RatingsTable()
     for name, kind in ((ANCHOR, "yardstick"), (REFERENCE, "yardstick"), (checkpoint.stem, "checkpoint")):
         table.add_player(PlayerInfo(name, kind))

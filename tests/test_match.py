@@ -1,4 +1,4 @@
-"""Match runner, ballots and the score/Elo statistics."""
+"""The match engine, ballots and the score/Elo statistics."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import pytest
 
 from zero.data import data_file
 from zero.game import Game, Position, RulesConfig, Termination
-from zero.match import (
-    BallotError, IllegalMoveError, MatchResult, Opening, elo_from_score, load_openings, match_schedule,
-    play_game, play_match, score_statistics,
+from train.match import (
+    IllegalMoveError, MatchResult, elo_from_score, match_schedule, play_match, score_statistics,
 )
 from train.match_cli import add_arguments, run
+from zero.openings import BallotError, Opening, load_openings
 from zero.players import AlphaBetaPlayer, RandomPlayer
 
 OPENINGS = [Opening("9-13 21-17 5-9", ("9-13", "21-17", "5-9")), Opening("11-15 23-19 8-11", ("11-15", "23-19", "8-11"))]
@@ -128,20 +128,36 @@ def test_shared_ballots_load(name, count):
 
 # ----------------------------------------------------------------------------------------------------- games
 
-def test_play_game_is_a_pure_function_of_its_seed():
-    one = play_game(RandomPlayer(1), RandomPlayer(2), OPENINGS[0], seed=7)
-    two = play_game(RandomPlayer(1), RandomPlayer(2), OPENINGS[0], seed=7)
-    other = play_game(RandomPlayer(1), RandomPlayer(2), OPENINGS[0], seed=8)
+def one_game(a, b, opening: Opening, seed: int = 0, rules: RulesConfig = RulesConfig()):
+    """The first game of a match over one opening: A plays Black."""
+    return play_match(a, b, [opening], rules, seed=seed, games=1).games[0]
+
+
+def test_a_game_is_a_pure_function_of_its_seed():
+    one = one_game(RandomPlayer(1), RandomPlayer(2), OPENINGS[0], seed=7)
+    two = one_game(RandomPlayer(1), RandomPlayer(2), OPENINGS[0], seed=7)
+    other = one_game(RandomPlayer(1), RandomPlayer(2), OPENINGS[0], seed=8)
     assert one.moves == two.moves and one.outcome == two.outcome
     assert one.moves != other.moves
     assert [str(m) for m in one.moves[:3]] == ["9-13", "21-17", "5-9"]
     # The record replays under the rules to the same outcome.
     game = Game(moves=list(one.moves))
-    assert game.outcome == one.outcome or one.truncated
+    assert game.outcome == one.outcome
+
+
+def test_games_in_flight_do_not_change_any_game():
+    # Plain players with random choices: the same games one at a time and eight at a time, as the players
+    # are reseeded from each game's seed before every move.
+    ballot = OPENINGS * 4
+    alone = play_match(AlphaBetaPlayer(2, seed=1), RandomPlayer(2), ballot, seed=3, parallel=1)
+    together = play_match(AlphaBetaPlayer(2, seed=1), RandomPlayer(2), ballot, seed=3, parallel=8)
+    key = sorted((g.seed, g.moves) for g in alone.games)
+    assert key == sorted((g.seed, g.moves) for g in together.games)
+    assert len({g.moves for g in alone.games}) > 1
 
 
 def test_length_cap_is_a_flagged_draw():
-    record = play_game(RandomPlayer(1), RandomPlayer(2), OPENINGS[0], max_plies=10)
+    record = one_game(RandomPlayer(1), RandomPlayer(2), OPENINGS[0], rules=RulesConfig(max_plies=10))
     assert len(record.moves) == 10 and record.truncated and record.result == "1/2-1/2"
     assert record.outcome.termination == Termination.MAX_LENGTH
 
@@ -149,8 +165,8 @@ def test_length_cap_is_a_flagged_draw():
 def test_draw_rules_apply_in_matches():
     # Two kings each, nothing to win: tight rules end it by repetition or no progress, not the cap.
     start = Position(black=(1 << 0) | (1 << 1), white=(1 << 30) | (1 << 31), kings=(1 << 0) | (1 << 1) | (1 << 30) | (1 << 31))
-    record = play_game(AlphaBetaPlayer(2), AlphaBetaPlayer(2), Opening("kings", (), start),
-                       rules=RulesConfig(repetitions_for_draw=3, no_progress_plies=20), max_plies=1000)
+    record = one_game(AlphaBetaPlayer(2), AlphaBetaPlayer(2), Opening("kings", (), start),
+                      rules=RulesConfig(repetitions_for_draw=3, no_progress_plies=20, max_plies=1000))
     assert record.outcome.termination in (Termination.REPETITION, Termination.NO_PROGRESS)
 
 
@@ -162,7 +178,7 @@ def test_illegal_move_is_reported():
             return Position.initial().legal_moves()[0] if game.ply else game.legal_moves()[0]
 
     with pytest.raises(IllegalMoveError, match="cheater"):
-        play_game(Cheater(), Cheater(), Opening("none", ()))
+        one_game(Cheater(), Cheater(), Opening("none", ()))
 
 
 # --------------------------------------------------------------------------------------------------- matches
@@ -199,7 +215,8 @@ def test_match_command_writes_pdn_that_reads_back(tmp_path, capsys):
     assert "Elo difference" in printed and "3 games" in printed
     games = list(pdn.read_pdn(out))
     assert len(games) == 3 and all(isinstance(g, pdn.PdnGame) for g in games)
-    first = games[0]
+    assert sorted(g.tags["Round"] for g in games) == ["1", "2", "3"]
+    first = next(g for g in games if g.tags["Round"] == "1")
     assert first.tags["Black"] == "alphabeta:2" and first.tags["White"] == "random"
     assert first.tags["Opening"] == "9-13 21-17 5-9"
     assert [str(m) for m in first.moves[:3]] == ["9-13", "21-17", "5-9"]

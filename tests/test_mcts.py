@@ -11,7 +11,8 @@ import pytest
 from selfplay import mcts
 from selfplay.evaluators import HashEvaluator, MaterialEvaluator, UniformEvaluator
 from selfplay.reference_mcts import ReferenceMcts
-from selfplay.search import BatchedSearch, MctsPlayer, SearchConfig, analyse, best_move, visit_policy
+from selfplay.analysis import analyse, best_move
+from selfplay.search import BatchedSearch, RootNoise, SearchConfig, visit_policy
 from zero.data import data_file
 from zero.game import Game, RulesConfig, Termination
 from zero.notation import fen_to_position, resolve_move
@@ -97,7 +98,7 @@ def _root_child(search: BatchedSearch, game: Game, text: str) -> int:
 
 def test_threefold_repetition_is_a_draw_inside_the_tree():
     game = _shuffle_game()
-    search = BatchedSearch(1, SearchConfig(), game.rules)
+    search = BatchedSearch(1, SearchConfig(), game.rules, simulations=1000)
     search.set_root(0, game)
     search.start(0, 200)
     search.run(UniformEvaluator(wdl=(0.6, 0.0, 0.4)))
@@ -114,7 +115,7 @@ def test_threefold_repetition_is_a_draw_inside_the_tree():
 def test_no_progress_limit_is_a_draw_inside_the_tree():
     game = _shuffle_game(RulesConfig(no_progress_plies=8, repetitions_for_draw=10))
     assert game.no_progress[-1] == 7
-    search = BatchedSearch(1, SearchConfig(), game.rules)
+    search = BatchedSearch(1, SearchConfig(), game.rules, simulations=1000)
     search.set_root(0, game)
     search.start(0, 50)
     search.run(UniformEvaluator(wdl=(1.0, 0.0, 0.0)))
@@ -209,7 +210,7 @@ def test_key_endings_keep_their_value_with_a_material_evaluator():
 
 def test_tree_reuse_keeps_the_played_subtree():
     game = Game()
-    search = BatchedSearch(1, SearchConfig(), game.rules)
+    search = BatchedSearch(1, SearchConfig(), game.rules, simulations=1000)
     search.set_root(0, game)
     search.start(0, 400)
     search.run(HashEvaluator(seed=1))
@@ -241,9 +242,9 @@ def test_root_noise_changes_priors_reproducibly():
     game = Game()
 
     def noisy_priors(seed: int) -> np.ndarray:
-        search = BatchedSearch(1, SearchConfig(), game.rules)
+        search = BatchedSearch(1, SearchConfig(), game.rules, simulations=1000)
         search.set_root(0, game)
-        search.start(0, 10, noise=np.random.default_rng(seed))
+        search.start(0, 10, noise=RootNoise(np.random.default_rng(seed), alpha=1.0, fraction=0.25))
         search.run(UniformEvaluator())
         return search.root_children(0).prior
 
@@ -255,7 +256,7 @@ def test_root_noise_changes_priors_reproducibly():
 
 def test_visit_policy_sums_to_one_over_actions():
     game = _random_game(np.random.default_rng(4), 10)
-    search = BatchedSearch(1, SearchConfig(), game.rules)
+    search = BatchedSearch(1, SearchConfig(), game.rules, simulations=1000)
     search.set_root(0, game)
     search.start(0, 100)
     search.run(HashEvaluator())
@@ -282,31 +283,3 @@ def test_analysis_api():
     finished.play(finished.legal_moves()[0])
     with pytest.raises(ValueError):
         analyse(finished, UniformEvaluator(), 10)
-
-
-def test_mcts_player_plays_legal_moves_and_forced_moves_without_search():
-    player = MctsPlayer(HashEvaluator(), 50)
-    game = Game()
-    assert player.choose(game) in game.legal_moves()
-    forced = Game(fen_to_position("B:W10:B6"))
-    player.last_analysis = None
-    assert str(player.choose(forced)) == "6x15" and player.last_analysis is None
-
-
-def test_mcts_player_spec(tmp_path):
-    import torch
-
-    from zero.checkpoint import save_checkpoint
-    from zero.network import NetworkConfig, PolicyValueNet
-    from zero.players import PlayerSpecError, make_player
-
-    torch.manual_seed(0)
-    cfg = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
-    path = save_checkpoint(tmp_path / "tiny.pt", net=PolicyValueNet(cfg), net_config=cfg, step=3)
-    player = make_player(f"mcts:{path}:20", seed=1)
-    assert player.name == f"mcts:{path}:20" and player.simulations == 20
-    game = Game()
-    assert player.choose(game) in game.legal_moves()
-    assert player.last_analysis.simulations == 20
-    with pytest.raises(PlayerSpecError):
-        make_player(f"mcts:{tmp_path / 'missing.pt'}:20")

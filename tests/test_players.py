@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from zero.game import Game, Position
 from zero.notation import fen_to_position
 from zero.players import (
-    KING_VALUE, MAN_VALUE, PLAYER_FACTORIES, WIN_SCORE, AlphaBetaPlayer, Player, PlayerSpecError,
-    RandomPlayer, make_player,
+    KING_VALUE, MAN_VALUE, WIN_SCORE, AlphaBetaPlayer, RandomPlayer,
 )
 
 
@@ -142,25 +141,3 @@ def test_random_player_uses_every_move():
     assert {str(player.choose(game)) for _ in range(200)} == {str(m) for m in game.legal_moves()}
 
 
-def test_player_specs():
-    assert make_player("random").name == "random"
-    assert make_player("alphabeta:6").name == "alphabeta:6"
-    assert make_player("ab3").name == "alphabeta:3"
-    for spec in ("alphabeta", "alphabeta:x", "ab0", "nonsense", "random:3"):
-        with pytest.raises(PlayerSpecError):
-            make_player(spec)
-    assert isinstance(make_player("ab2"), Player)
-
-
-def test_player_registry_is_extensible(monkeypatch):
-    monkeypatch.setitem(PLAYER_FACTORIES, "first", lambda args, seed: _FirstMovePlayer(args))
-    player = make_player("first:tag:with:colons")
-    assert player.name == "first(tag:with:colons)"
-
-
-class _FirstMovePlayer:
-    def __init__(self, tag: str) -> None:
-        self.name = f"first({tag})"
-
-    def choose(self, game: Game):
-        return game.legal_moves()[0]

@@ -5,7 +5,7 @@ import pytest
 
 from train.ratings import ANCHOR, REFERENCE, PlayerInfo, RatingsTable, format_table, plot
 from train.sprt import PairSprt, SprtConfig, expected_score
-from zero.match import elo_from_score
+from train.match import elo_from_score
 
 
 def simulate(table, a, b, elo_diff, games, rng):

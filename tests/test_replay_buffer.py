@@ -22,11 +22,9 @@ from selfplay.replay_buffer import (
     ReplayWriter,
     game_id_of,
     split_game_id,
-    store_path,
 )
-
-ROW_FIELDS = ("black", "white", "kings", "black_to_move", "no_progress", "repetitions", "ply", "policy_actions",
-              "policy_visits", "full_search", "forced", "root_value")
+from selfplay.records import GAME_FIELDS, POSITION_FIELDS
+from zero.rundir import RunDir
 SHORT = 40  # plies: short random games keep the tests quick
 
 
@@ -35,14 +33,13 @@ def record(seed: int, **kwargs) -> GameRecord:
 
 
 def assert_same_game(stored, expected: GameRecord, actor_id: int, index: int) -> None:
-    back = stored.to_record()
-    for name in ROW_FIELDS:
-        np.testing.assert_array_equal(getattr(back.positions, name), getattr(expected.positions, name), err_msg=name)
-    for field in ("winner", "termination", "length", "opening", "pdn", "seed", "checkpoint", "model_version",
-                  "would_resign_side", "would_resign_ply"):
-        assert getattr(back, field) == getattr(expected, field), field
+    for name in POSITION_FIELDS:
+        np.testing.assert_array_equal(getattr(stored.positions, name), getattr(expected.positions, name),
+                                      err_msg=name)
+    for field in GAME_FIELDS:
+        assert getattr(stored, field) == getattr(expected, field), field
     assert stored.game_id == game_id_of(actor_id, index) and stored.actor_id == actor_id
-    rows = stored.positions
+    rows = stored.rows
     np.testing.assert_array_equal(rows["result"], expected.results_for_side_to_move())
     assert (rows["game_id"] == stored.game_id).all() and (rows["actor_id"] == actor_id).all()
     assert (rows["seed"] == expected.seed).all() and (rows["model_version"] == expected.model_version).all()
@@ -115,9 +112,9 @@ def test_refuses_bad_records_with_a_clear_error(tmp_path):
             good.positions, policy_actions=wide, policy_visits=wide_visits)))
         assert w.committed_games == 1
     stored = next(ReplayReader(tmp_path).iter_games(positions=True))
-    assert (stored.positions["policy_actions"][:, :2] == [10, 20]).all()
-    assert (stored.positions["policy_visits"][:, :2] == [0.25, 0.75]).all()
-    assert (stored.positions["policy_actions"][:, 2:] == -1).all()
+    assert (stored.positions.policy_actions[:, :2] == [10, 20]).all()
+    assert (stored.positions.policy_visits[:, :2] == [0.25, 0.75]).all()
+    assert (stored.positions.policy_actions[:, 2:] == -1).all()
 
 
 def test_one_writer_per_actor(tmp_path):
@@ -158,7 +155,7 @@ def test_sampling_is_uniform_over_the_newest_window(tmp_path):
     # Rows are whole: each sampled row is the stored row of that game and ply.
     by_id = {g.game_id: g for g in reader.iter_games(positions=True)}
     for i in range(0, draws, 9973):
-        rows = by_id[int(batch["game_id"][i])].positions
+        rows = by_id[int(batch["game_id"][i])].rows
         ply = int(batch["ply"][i])
         for name in ("black", "white", "kings", "policy_actions", "policy_visits", "result"):
             np.testing.assert_array_equal(batch[name][i], rows[name][ply])
@@ -277,7 +274,7 @@ def kill_restart_chain(run: Path, delays: tuple[float, ...]) -> None:
     proc.communicate(timeout=120)
     assert proc.returncode == 0
     assert check_store(run, actor, base, at_least=committed + 3) == committed + 3
-    leftovers = list(store_path(run).rglob("*.partial"))
+    leftovers = list(RunDir(run).replay_store.rglob("*.partial"))
     assert not leftovers, leftovers
 
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zero.game import Game, Move, Position, RulesConfig, Termination
-from zero.notation import INITIAL_FEN, NotationError, fen_to_position, position_to_fen, resolve_move
+from zero.notation import INITIAL_FEN, NotationError, fen_to_position, resolve_move
 
 
 def _squares(*squares: int) -> int:
@@ -204,7 +204,7 @@ def test_illegal_move_is_refused():
     [INITIAL_FEN, "W:WK19,K23:B12,K28", "B:W6,7,14,15,24,28:BK2,4", "B:W18:B", "W:W:BK1"],
 )
 def test_fen_round_trip(fen):
-    assert position_to_fen(fen_to_position(fen)) == fen
+    assert fen_to_position(fen).fen() == fen
 
 
 def test_fen_ranges_kings_and_decorations():
@@ -293,7 +293,7 @@ def positions(draw) -> Position:
 
 @given(positions())
 def test_fen_round_trip_of_any_position(pos):
-    assert fen_to_position(position_to_fen(pos)) == pos
+    assert fen_to_position(pos.fen()) == pos
 
 
 def _mirror_move(move: Move) -> Move:

@@ -1,10 +1,10 @@
 """Gating: candidate checkpoints play the current best; only a winner of the match is promoted.
 
-The gatekeeper owns three files of the run directory, each rewritten atomically:
-- `checkpoints/best.json`: which checkpoint is the current best (actors switch to it between games);
-- `ratings.json`: the pairwise results behind every rating (train.ratings);
-- `gating.jsonl`: one line per decided candidate (append-only; a torn last line is ignored on reading).
-Every match is saved as PDN under `matches/`. A match interrupted by a crash is simply replayed: its games
+The gatekeeper owns three files of the run directory (zero.rundir), each rewritten atomically:
+- the best-network pointer (actors switch to it between games);
+- the ratings: the pairwise results behind every rating (train.ratings);
+- the gating log: one line per decided candidate (append-only; a torn last line is ignored on reading).
+Every match is saved as PDN in the run's matches folder. A match interrupted by a crash is simply replayed: its games
 enter the ratings only once the match is decided, so nothing is counted twice.
 """
 
@@ -19,9 +19,9 @@ from typing import Callable
 
 import torch
 
-from selfplay.actor import BEST_FILE
 from selfplay.search import SearchConfig
-from train.arena import NetworkPlayer, play_lockstep_match
+from train.match import MatchResult, NetworkPlayer, play_match
+from train.player_specs import make_player
 from train.ratings import YARDSTICKS, PlayerInfo, RatingsTable
 from train.sprt import PairSprt, SprtConfig
 from zero.checkpoint import load_checkpoint
@@ -29,23 +29,21 @@ from zero.config import atomic_write_bytes
 from zero.data import require_data_file
 from zero.game import RulesConfig
 from zero.inference import Evaluator
-from zero.match import MatchResult, load_openings
-from zero.players import make_player
+from zero.openings import load_openings
+from zero.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
-RATINGS_FILE = "ratings.json"
-GATING_LOG = "gating.jsonl"
-MATCH_DIR = "matches"
-
-
 @dataclass
 class GatingConfig:
-    """Fixed search settings for every gating and rating game (no noise, most visited move)."""
+    """Fixed search settings for every gating and rating game (no noise, most visited move); the `match`
+    command's network players search the same way. The game-length cap is the rules' max_plies."""
 
     simulations: int = 64  # root visits per move for both networks
     parallel_games: int = 48  # games in flight (their leaves share one network batch)
-    max_plies: int = 300  # longer games are draws flagged as truncated
+    # One leaf per tree per network batch, so that no virtual loss bends a fixed, small budget (the many
+    # games in flight fill the batch instead).
+    search: SearchConfig = field(default_factory=lambda: SearchConfig(leaves_per_tree=1))
     openings: str = "openings/acf_3move_144.txt"  # relative to the data folder, or an absolute path
     sprt: SprtConfig = field(default_factory=SprtConfig)
     # Rating games against each yardstick for every decided candidate (half with each colour).
@@ -58,37 +56,13 @@ class GatingConfig:
     seed: int = 7
 
 
-# The search of every gating and rating game: one leaf per tree per network batch, so that no virtual loss
-# bends a fixed, small budget (the many games in flight fill the batch instead).
-GATING_SEARCH = SearchConfig(leaves_per_tree=1)
-
-
 def _openings(cfg: GatingConfig):
     path = Path(cfg.openings)
     return load_openings(path if path.is_absolute() else require_data_file(cfg.openings))
 
 
-def read_best(run_dir: Path) -> dict | None:
-    """The best-checkpoint record ({"path", "step", "name", ...}), or None before the first promotion."""
-    path = run_dir / BEST_FILE
-    if not path.exists():
-        return None
-    return json.loads(path.read_text())
-
-
-def write_best(run_dir: Path, checkpoint: Path, step: int, reason: str) -> None:
-    record = {
-        "path": str(checkpoint.resolve()),
-        "name": checkpoint.stem,
-        "step": step,
-        "promoted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "reason": reason,
-    }
-    atomic_write_bytes(run_dir / BEST_FILE, json.dumps(record, indent=1).encode())
-
-
 def read_gating_log(run_dir: Path) -> list[dict]:
-    path = run_dir / GATING_LOG
+    path = RunDir(run_dir).gating_log
     if not path.exists():
         return []
     entries = []
@@ -102,7 +76,7 @@ def read_gating_log(run_dir: Path) -> list[dict]:
 
 def _append_gating_log(run_dir: Path, entry: dict) -> None:
     entries = read_gating_log(run_dir) + [entry]
-    atomic_write_bytes(run_dir / GATING_LOG, "".join(json.dumps(e) + "\n" for e in entries).encode())
+    atomic_write_bytes(RunDir(run_dir).gating_log, "".join(json.dumps(e) + "\n" for e in entries).encode())
 
 
 class GatingInterrupted(Exception):
@@ -115,14 +89,14 @@ class Gatekeeper:
     def __init__(self, run_dir: Path, cfg: GatingConfig, rules: RulesConfig = RulesConfig(),
                  should_stop: Callable[[], bool] = lambda: False):
         self.run_dir = Path(run_dir)
+        self.run = RunDir(run_dir)
         self.cfg = cfg
         self.rules = rules
         self.should_stop = should_stop
         self.openings = _openings(cfg)
         self.device = None if cfg.device == "auto" else cfg.device
         torch.set_num_threads(cfg.torch_threads)
-        self.search = GATING_SEARCH
-        self.ratings_path = self.run_dir / RATINGS_FILE
+        self.ratings_path = self.run.ratings
 
     # -- ratings -----------------------------------------------------------------------------------------
     def _ratings(self) -> RatingsTable:
@@ -139,7 +113,7 @@ class Gatekeeper:
                 continue
             result = self._match(make_player(stronger, self.cfg.seed), make_player(weaker, self.cfg.seed + 1),
                                  self.cfg.seed, self.cfg.calibration_games, self.cfg.calibration_games)
-            self._save_match(result, f"calibration-{stronger}-vs-{weaker}".replace(":", ""))
+            self._save_match(result, f"calibration-{stronger}-vs-{weaker}")
             table = self._ratings()
             table.add_results(stronger, weaker, result.wins, result.draws, result.losses)
             table.save(self.ratings_path)
@@ -153,20 +127,20 @@ class Gatekeeper:
         for spec in self.cfg.rating_yardsticks:
             result = self._match(player, make_player(spec, self.cfg.seed), self.cfg.seed + step,
                                  self.cfg.rating_games, self.cfg.rating_games)
-            self._save_match(result, f"rating-{player.name}-vs-{spec}".replace(":", ""))
+            self._save_match(result, f"rating-{player.name}-vs-{spec}")
             table.add_results(player.name, spec, result.wins, result.draws, result.losses)
         table.save(self.ratings_path)
 
     # -- gating ------------------------------------------------------------------------------------------
     def _network_player(self, checkpoint: Path) -> NetworkPlayer:
         evaluator = Evaluator(load_checkpoint(checkpoint).build_network(), self.device)
-        return NetworkPlayer(checkpoint.stem, evaluator, self.cfg.simulations, self.search)
+        return NetworkPlayer(checkpoint.stem, evaluator, self.cfg.simulations, self.cfg.search)
 
     def _match(self, a, b, seed: int, games: int | None, parallel: int, **kwargs) -> MatchResult:
         """A lockstep match that aborts (raising GatingInterrupted) when the gatekeeper must stop."""
         user_stop = kwargs.pop("should_stop", lambda _: False)
-        result = play_lockstep_match(
-            a, b, self.openings, self.rules, self.cfg.max_plies, seed, games=games, parallel=parallel,
+        result = play_match(
+            a, b, self.openings, self.rules, seed, games=games, parallel=parallel,
             should_stop=lambda r: self.should_stop() or user_stop(r), **kwargs,
         )
         if self.should_stop():
@@ -174,7 +148,7 @@ class Gatekeeper:
         return result
 
     def _save_match(self, result: MatchResult, name: str) -> Path:
-        path = self.run_dir / MATCH_DIR / f"{name}.pdn"
+        path = self.run.match_pdn(name)
         atomic_write_bytes(path, result.pdn().encode())
         return path
 
@@ -213,7 +187,7 @@ class Gatekeeper:
         }
         self.rate(candidate, candidate_step)
         if decision == "promote":
-            write_best(self.run_dir, candidate, candidate_step, f"won gating match {pdn_path.name}")
+            self.run.write_best(candidate, candidate_step, f"won gating match {pdn_path.name}")
         _append_gating_log(self.run_dir, entry)
         return entry
 
@@ -228,12 +202,8 @@ class Gatekeeper:
         _append_gating_log(self.run_dir, {"candidate": str(candidate), "candidate_step": step,
                                           "decision": "skipped"})
 
-    def pending_candidates(self, candidate_dir: Path) -> list[tuple[int, Path]]:
+    def pending_candidates(self) -> list[tuple[int, Path]]:
         """Candidates not yet decided, oldest first."""
         decided = {e["candidate"] for e in read_gating_log(self.run_dir)}
-        found = []
-        for path in sorted(candidate_dir.resolve().glob("candidate-*.pt")):
-            if str(path) not in decided:
-                found.append((int(path.stem.rsplit("-", 1)[1]), path))
-        return sorted(found)
+        return [(step, path) for step, path in self.run.candidates() if str(path) not in decided]
 

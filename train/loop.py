@@ -10,7 +10,6 @@ optimizer and its count of samples drawn, and the gatekeeper replays an undecide
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import os
@@ -22,24 +21,24 @@ from pathlib import Path
 
 from selfplay.actor import SelfPlayConfig, run_actor
 from selfplay.replay_buffer import ReplayReader
-from train.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_best, read_gating_log, write_best
+from train.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_gating_log
 from train.ratings import REFERENCE, RatingsTable
 from train.supervisor import Supervisor
-from train.trainer import CANDIDATE_DIR, Trainer, TrainerConfig
-from zero.checkpoint import DEFAULT_CHECKPOINT, CheckpointError, load_checkpoint
+from train.trainer import Trainer, TrainerConfig
+from zero.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 from zero.config import ConfigError, atomic_write_bytes, load_config, save_config, to_dict, write_run_record
+from zero.rundir import RunDir
 
 log = logging.getLogger("checkers_zero.loop")
-
-CONFIG_FILE = "loop-config.toml"
-STATUS_DIR = "status"
 
 
 @dataclass
 class LoopConfig:
     """Everything a run needs; stored as RUN/loop-config.toml on the first start and reused on resume."""
 
-    initial_checkpoint: str = ""  # "" = the shipped checkpoint (checkpoints/oca-small.pt); copied into the run
+    # A checkpoint file or another run's directory (its best network); "" = the shipped checkpoint
+    # (checkpoints/oca-small.pt). Copied into the run on its first start.
+    initial_checkpoint: str = ""
     actors: int = 1  # self-play processes (one core each on a CPU machine; more on a GPU machine)
     status_seconds: float = 15.0  # how often the status line is printed (and logged to wandb)
     wandb: bool = False  # log to wandb (offline: no account needed; `wandb sync` uploads later)
@@ -48,21 +47,28 @@ class LoopConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     gating: GatingConfig = field(default_factory=GatingConfig)
 
+    def validate(self) -> None:
+        """Refuse settings no process could run with, before any process starts."""
+        if self.actors < 0:
+            raise ValueError("actors must not be negative")
+        self.selfplay.validate()
+        self.gating.search.validate()
+
 
 # ---------------------------------------------------------------------------------------------- roles
 
 def trainer_role(run_dir: str, cfg: LoopConfig, initial: str) -> None:
-    status = Path(run_dir) / STATUS_DIR / "trainer.json"
+    run = RunDir(run_dir)
     trainer = Trainer(Path(run_dir), cfg.trainer, Path(initial))
     last = [0.0]
 
     def on_step(step: int, metrics: dict) -> None:
         if time.time() - last[0] > 5:
             last[0] = time.time()
-            _write_status(status, {"step": step, "samples_drawn": trainer.samples_drawn, **metrics})
+            run.write_status("trainer", {"step": step, "samples_drawn": trainer.samples_drawn, **metrics})
 
     trainer.run(on_step=on_step)
-    _write_status(status, {"step": trainer.step, "samples_drawn": trainer.samples_drawn, "stopped": True})
+    run.write_status("trainer", {"step": trainer.step, "samples_drawn": trainer.samples_drawn, "stopped": True})
 
 
 def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
@@ -73,12 +79,12 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, request_stop)
-    run = Path(run_dir)
-    keeper = Gatekeeper(run, cfg.gating, cfg.selfplay.rules, should_stop=lambda: stop["now"])
+    run = RunDir(run_dir)
+    keeper = Gatekeeper(run.root, cfg.gating, cfg.selfplay.rules, should_stop=lambda: stop["now"])
     try:
-        keeper.ensure_rated(Path(read_best(run)["path"]))
+        keeper.ensure_rated(run.read_best().path)
         while not stop["now"]:
-            pending = keeper.pending_candidates(run / CANDIDATE_DIR)
+            pending = keeper.pending_candidates()
             if not pending:
                 time.sleep(5)
                 continue
@@ -86,7 +92,7 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
             for step, path in pending[:-1]:
                 keeper.skip(path, step)
             step, path = pending[-1]
-            best = Path(read_best(run)["path"])
+            best = run.read_best().path
             entry = keeper.gate(path, step, best)
             log.info("gating %s vs %s: %s", path.name, best.name, entry["decision"])
     except GatingInterrupted:
@@ -97,21 +103,18 @@ def actor_role(run_dir: str, cfg: LoopConfig, actor_id: int) -> None:
     run_actor(run_dir, actor_id, cfg.selfplay)
 
 
-def _write_status(path: Path, data: dict) -> None:
-    atomic_write_bytes(path, json.dumps(data).encode())
-
-
 def run_initial_checkpoint(run_dir: Path, source: Path) -> Path:
     """The run's own copy of the checkpoint it starts from, made on the first start.
 
     A run must not change under its feet when the file it was started from is replaced later (a newly
     shipped checkpoint, say): the trainer's fallback, the first best and its ratings all refer to the copy.
     """
-    copies = sorted((run_dir / CANDIDATE_DIR).glob("initial-*.pt"))
+    run = RunDir(run_dir)
+    copies = run.initial_checkpoints()
     if copies:
         return copies[0]
     load_checkpoint(source)  # refuse a bad file before the run directory is touched
-    copy = run_dir / CANDIDATE_DIR / f"initial-{source.stem}.pt"
+    copy = run.initial_checkpoint(source.stem)
     atomic_write_bytes(copy, source.read_bytes())
     return copy
 
@@ -121,26 +124,23 @@ def run_initial_checkpoint(run_dir: Path, source: Path) -> Path:
 def status_snapshot(run: Path) -> dict:
     """What the status line shows, read from the run directory alone."""
     reader = ReplayReader(run)
+    layout = RunDir(run)
     snap: dict = {"games": reader.total_games(), "positions": reader.total_positions()}
-    trainer_status = run / STATUS_DIR / "trainer.json"
-    if trainer_status.exists():
-        try:
-            snap["trainer"] = json.loads(trainer_status.read_text())
-        except json.JSONDecodeError:
-            pass
-    best = read_best(run)
+    trainer_status = layout.read_status("trainer")
+    if trainer_status is not None:
+        snap["trainer"] = trainer_status
+    best = layout.read_best()
     if best:
-        snap["best"] = best["name"]
-        snap["best_step"] = best["step"]
+        snap["best"] = best.name
+        snap["best_step"] = best.step
     gates = [g for g in read_gating_log(run) if g["decision"] != "skipped"]
     if gates:
         snap["last_gate"] = gates[-1]
         snap["promotions"] = sum(1 for g in gates if g["decision"] == "promote")
-    table_path = run / "ratings.json"
-    if table_path.exists() and best:
-        ratings = RatingsTable.load(table_path).fit()
-        if best["name"] in ratings:
-            rating = ratings[best["name"]]
+    if layout.ratings.exists() and best:
+        ratings = RatingsTable.load(layout.ratings).fit()
+        if best.name in ratings:
+            rating = ratings[best.name]
             snap["best_elo"] = rating.elo
             if REFERENCE in ratings and math.isfinite(rating.ci95_ref):
                 # The interval against the anchor is mostly the anchor's; the one against the reference
@@ -177,15 +177,19 @@ def format_status(snap: dict, elapsed: float) -> str:
 
 def resolve_config(run: Path, config_file: str | None, overrides: list[str]) -> LoopConfig:
     """A new run takes defaults + file + overrides; a resumed run takes its stored config (+ overrides)."""
-    stored = run / CONFIG_FILE
-    if stored.exists() and config_file is None:
-        return load_config(LoopConfig, stored, overrides)
-    return load_config(LoopConfig, config_file, overrides)
+    stored = RunDir(run).config_file
+    cfg = load_config(LoopConfig, stored if stored.exists() and config_file is None else config_file, overrides)
+    try:
+        cfg.validate()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return cfg
 
 
 def run_loop(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     run_dir = Path(args.run)
+    run = RunDir(run_dir)
     overrides = list(args.overrides)
     if args.actors is not None:
         overrides.append(f"actors={args.actors}")
@@ -196,22 +200,22 @@ def run_loop(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    resumed = (run_dir / CONFIG_FILE).exists()
+    resumed = run.config_file.exists()
     try:
-        initial = run_initial_checkpoint(run_dir, Path(cfg.initial_checkpoint or DEFAULT_CHECKPOINT))
+        initial = run_initial_checkpoint(run_dir, resolve_checkpoint(cfg.initial_checkpoint))
     except CheckpointError as exc:
         print(f"error: initial checkpoint: {exc}", file=sys.stderr)
         return 2
-    if read_best(run_dir) is None:
+    if run.read_best() is None:
         # Before any promotion the run's best is its starting checkpoint; actors read this file.
-        write_best(run_dir, initial, load_checkpoint(initial).step, "initial checkpoint of the run")
-    (run_dir / "logs").mkdir(exist_ok=True)
-    save_config(cfg, run_dir / CONFIG_FILE)
-    write_run_record(run_dir / "logs", cfg, {"selfplay": cfg.selfplay.seed, "trainer": cfg.trainer.seed,
+        run.write_best(initial, load_checkpoint(initial).step, "initial checkpoint of the run")
+    run.logs.mkdir(exist_ok=True)
+    save_config(cfg, run.config_file)
+    write_run_record(run.logs, cfg, {"selfplay": cfg.selfplay.seed, "trainer": cfg.trainer.seed,
                                              "gating": cfg.gating.seed}, name=f"loop-{int(time.time())}")
     log.info("%s run %s from %s with %d actor(s)", "resuming" if resumed else "starting", run_dir, initial, cfg.actors)
 
-    sup = Supervisor(log_dir=str(run_dir / "logs"))
+    sup = Supervisor(log_dir=str(run.logs))
     for a in range(cfg.actors):
         sup.add(f"actor-{a}", actor_role, str(run_dir), cfg, a)
     sup.add("trainer", trainer_role, str(run_dir), cfg, str(initial))

@@ -12,16 +12,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from train.gating import RATINGS_FILE
     from train.ratings import RatingsTable, format_table, plot
+    from zero.rundir import RunDir
 
-    run_dir = Path(args.run)
-    path = run_dir / RATINGS_FILE
-    if not path.exists():
-        print(f"error: no ratings in {run_dir} yet ({path} is missing)")
+    run = RunDir(args.run)
+    if not run.ratings.exists():
+        print(f"error: no ratings in {run.root} yet ({run.ratings} is missing)")
         return 2
-    table = RatingsTable.load(path)
+    table = RatingsTable.load(run.ratings)
     print(format_table(table))
-    png = plot(table, Path(args.plot) if args.plot else run_dir / "ratings.png")
+    png = plot(table, Path(args.plot) if args.plot else run.ratings_plot)
     print(f"plot written to {png}")
     return 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from zero.match import elo_from_score
+from train.match import elo_from_score
 
 # Variance floor: an all-draw sample has zero variance; a floor keeps the LLR finite (and strongly negative).
 _MIN_VARIANCE = 1e-4

@@ -91,10 +91,18 @@ class Position:
         """The same position seen from the other side: colours swapped, square s -> 33 - s."""
         return Position(_reverse32(self.white), _reverse32(self.black), _reverse32(self.kings), not self.black_to_move)
 
-    def __str__(self) -> str:
-        from zero.notation import position_to_fen
+    def fen(self) -> str:
+        """PDN-style FEN, e.g. 'B:W21,22:B9,K14' (side to move, White's then Black's pieces, K for kings);
+        zero.notation reads it back."""
+        def side(mask: int) -> str:
+            return ",".join(
+                ("K" if self.kings >> (s - 1) & 1 else "") + str(s) for s in range(1, 33) if mask >> (s - 1) & 1
+            )
 
-        return position_to_fen(self)
+        return f"{'B' if self.black_to_move else 'W'}:W{side(self.white)}:B{side(self.black)}"
+
+    def __str__(self) -> str:
+        return self.fen()
 
 
 def _reverse32(x: int) -> int:
@@ -115,17 +123,21 @@ class Termination(str, Enum):
     NO_MOVES = "no-moves"  # the side to move has no legal move and loses
     REPETITION = "repetition"
     NO_PROGRESS = "no-progress"
-    MAX_LENGTH = "max-length"  # self-play cap, recorded as a draw and flagged
+    MAX_LENGTH = "max-length"  # RulesConfig.max_plies reached: a draw, flagged as cut short
     RESIGNATION = "resignation"
     AGREEMENT = "agreement"
 
 
 @dataclass(frozen=True)
 class RulesConfig:
-    """Draw rules. Both limits are settings because published rule sets and engines differ on them."""
+    """Draw rules. The limits are settings because published rule sets and engines differ on them."""
 
     repetitions_for_draw: int = 3  # the same position, same side to move, for this many times
     no_progress_plies: int = 80  # 40 moves each with no capture and no man moved
+    # The one game-length cap of self-play, gating and matches: a game still going after this many plies is
+    # a draw flagged max-length (it bounds a match's time; the other draw rules end nearly every game first).
+    # 0 = no cap.
+    max_plies: int = 300
 
 
 @dataclass(frozen=True)
@@ -209,7 +221,7 @@ class Game:
         return move
 
     def finish(self, winner: int, termination: Termination) -> None:
-        """End the game by a decision outside the rules (resignation, agreed draw, length cap)."""
+        """End the game by a decision outside the rules (resignation, agreed draw)."""
         self.outcome = Outcome(winner, termination)
 
     def _update_outcome(self) -> None:
@@ -220,4 +232,6 @@ class Game:
             self.outcome = Outcome(0, Termination.REPETITION)
         elif self.no_progress[-1] >= self.rules.no_progress_plies:
             self.outcome = Outcome(0, Termination.NO_PROGRESS)
+        elif self.rules.max_plies and self.ply >= self.rules.max_plies:
+            self.outcome = Outcome(0, Termination.MAX_LENGTH)
 

@@ -15,7 +15,6 @@ from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 from zero.encoding import NUM_PLANES, encode_game, move_action
 from zero.game import Game, Move
 from zero.network import PolicyValueNet
-from zero.players import PLAYER_FACTORIES, Player, PlayerSpecError
 
 
 def default_device() -> torch.device:
@@ -83,17 +82,3 @@ class PolicyPlayer:
         scores = np.array([logits[0, move_action(m, btm)] for m in legal])
         best = np.flatnonzero(scores == scores.max())
         return legal[int(best[0] if len(best) == 1 else self._rng.choice(best))]
-
-
-def _policy_factory(args: str, seed: int) -> Player:
-    """'policy' (the shipped checkpoint) or 'policy:PATH'. Runs on the CPU: one position per call is too
-    small a batch to gain from a GPU."""
-    from zero.checkpoint import CheckpointError
-
-    try:
-        return PolicyPlayer.from_checkpoint(args or DEFAULT_CHECKPOINT, seed=seed)
-    except CheckpointError as exc:
-        raise PlayerSpecError(str(exc)) from exc
-
-
-PLAYER_FACTORIES["policy"] = _policy_factory

@@ -1,4 +1,4 @@
-"""Standard numeric move notation and PDN-style FEN, both ways."""
+"""Reading standard numeric move notation and PDN-style FEN (Move and Position write themselves)."""
 
 from __future__ import annotations
 
@@ -102,13 +102,4 @@ def fen_to_position(fen: str) -> Position:
     return Position(black, white, kings, parts[0].upper() == "B")
 
 
-def position_to_fen(pos: Position) -> str:
-    def side(mask: int) -> str:
-        return ",".join(
-            ("K" if pos.kings >> (s - 1) & 1 else "") + str(s) for s in range(1, 33) if mask >> (s - 1) & 1
-        )
-
-    return f"{'B' if pos.black_to_move else 'W'}:W{side(pos.white)}:B{side(pos.black)}"
-
-
-INITIAL_FEN = position_to_fen(Position.initial())
+INITIAL_FEN = Position.initial().fen()

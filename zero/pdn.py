@@ -52,7 +52,7 @@ from numba import njit
 
 from zero import movegen
 from zero.game import Move, Position
-from zero.notation import NotationError, fen_to_position, position_to_fen, resolve_move
+from zero.notation import NotationError, fen_to_position, resolve_move
 
 RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
 # Tournament score forms some archives use, mapped to the standard results.
@@ -419,7 +419,7 @@ def write_game(moves: Sequence[Move], result: str = "*", tags: dict[str, str] | 
     start = start or Position.initial()
     if start != Position.initial():
         header["SetUp"] = "1"
-        header["FEN"] = position_to_fen(start)
+        header["FEN"] = start.fen()
     for name, value in header.items():
         if not _TAG_NAME.fullmatch(name) or "\n" in value or "\r" in value:
             raise ValueError(f"cannot write tag {name!r} = {value!r}: names are letters, digits and _; "

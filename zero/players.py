@@ -1,15 +1,13 @@
 """Players: anything that, given a game, picks one of its legal moves.
 
-The yardsticks live here: a uniformly random player and a fixed-depth alpha-beta over material. Other
-modules add their own players (a raw policy player, an MCTS player) by registering a factory in
-PLAYER_FACTORIES, so that `make_player("name:args")` and the `match` command know them.
+The yardsticks live here: a uniformly random player and a fixed-depth alpha-beta over material. Players
+that need the network or the search are built above this layer; `train.player_specs` turns a spec such
+as "alphabeta:6" or "mcts:PATH:64" into any of them.
 """
 
 from __future__ import annotations
 
-import importlib
-import re
-from typing import Callable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numba import njit
@@ -34,10 +32,6 @@ class Player(Protocol):
     name: str
 
     def choose(self, game: Game) -> Move: ...
-
-
-class PlayerSpecError(ValueError):
-    """A player spec that names no known player or has bad arguments."""
 
 
 def _rng(seed: int, game_seed: int | None) -> np.random.Generator:
@@ -191,7 +185,7 @@ class AlphaBetaPlayer:
 
     def __init__(self, depth: int, seed: int = 0) -> None:
         if depth < 1:
-            raise PlayerSpecError(f"alpha-beta depth must be at least 1, got {depth}")
+            raise ValueError(f"alpha-beta depth must be at least 1, got {depth}")
         self.name = f"alphabeta:{depth}"
         self.depth = depth
         self.seed = seed
@@ -223,50 +217,3 @@ class AlphaBetaPlayer:
             return legal[0]
         move, self.last_score, self.last_nodes = self.search(game)
         return move
-
-
-PlayerFactory = Callable[[str, int], Player]
-"""Builds a player from the text after 'name:' in its spec ('' when there is none) and a seed."""
-
-
-def _random_factory(args: str, seed: int) -> Player:
-    if args:
-        raise PlayerSpecError(f"'random' takes no arguments, got {args!r}")
-    return RandomPlayer(seed)
-
-
-def _alphabeta_factory(args: str, seed: int) -> Player:
-    if not args.isdigit():
-        raise PlayerSpecError(f"alpha-beta needs a depth in plies, e.g. alphabeta:6 or ab6, got {args!r}")
-    return AlphaBetaPlayer(int(args), seed=seed)
-
-
-# name -> factory; other modules add theirs (e.g. "policy", "mcts") with PLAYER_FACTORIES[name] = factory.
-PLAYER_FACTORIES: dict[str, PlayerFactory] = {
-    "random": _random_factory,
-    "alphabeta": _alphabeta_factory,
-}
-
-_AB_SHORTHAND = re.compile(r"ab(\d+)")
-
-
-# Players defined above the rules layer (they need torch or the search) register themselves when their
-# module is imported; naming the module here lets any command accept their specs without importing
-# torch up front.
-_FACTORY_MODULES = {"policy": "zero.inference", "mcts": "selfplay.search"}
-
-
-def make_player(spec: str, seed: int = 0) -> Player:
-    """A player from its spec: 'random', 'alphabeta:6' (or 'ab6'), or 'name:args' of a registered factory."""
-    spec = spec.strip()
-    shorthand = _AB_SHORTHAND.fullmatch(spec)
-    if shorthand:
-        spec = f"alphabeta:{shorthand.group(1)}"
-    name, _, args = spec.partition(":")
-    if name not in PLAYER_FACTORIES and name in _FACTORY_MODULES:
-        importlib.import_module(_FACTORY_MODULES[name])  # registers the factory on import
-    factory = PLAYER_FACTORIES.get(name)
-    if factory is None:
-        known = ", ".join(sorted(set(PLAYER_FACTORIES) | set(_FACTORY_MODULES)))
-        raise PlayerSpecError(f"unknown player {spec!r}; known players: {known} (and abN for alphabeta:N)")
-    return factory(args, seed)

@@ -136,7 +136,7 @@ def test_bad_start_and_missing_checkpoint_are_clear_errors(run, monkeypatch, cap
     assert code == 2 and "FEN must start with the side to move" in out
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     code = main(["play", "--checkpoint", str(tmp_path / "none.pt")])
-    assert code == 2 and "none.pt not found" in capsys.readouterr().err
+    assert code == 2 and "none.pt: no such checkpoint file or run directory" in capsys.readouterr().err
     (tmp_path / "junk.pt").write_text("not a checkpoint")
     code = main(["play", "--checkpoint", str(tmp_path / "junk.pt")])
     assert code == 2 and "not a checkers-zero checkpoint" in capsys.readouterr().err

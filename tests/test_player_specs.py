@@ -1,0 +1,62 @@
+"""Player specs: every kind of player a command line can name, wired explicitly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from train.match import NetworkPlayer, play_match
+from train.player_specs import PlayerSpecError, make_player
+from zero.checkpoint import save_checkpoint
+from zero.network import NetworkConfig, PolicyValueNet
+from zero.openings import Opening
+from zero.players import Player
+from zero.rundir import RunDir
+
+TINY = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
+
+
+@pytest.fixture
+def tiny_checkpoint(tmp_path):
+    torch.manual_seed(0)
+    return save_checkpoint(tmp_path / "tiny.pt", net=PolicyValueNet(TINY), net_config=TINY, step=3)
+
+
+def test_yardstick_specs():
+    assert make_player("random").name == "random"
+    assert make_player("alphabeta:6").name == "alphabeta:6"
+    assert make_player("ab3").name == "alphabeta:3"
+    for spec in ("alphabeta", "alphabeta:x", "ab0", "alphabeta:0", "nonsense", "random:3"):
+        with pytest.raises(PlayerSpecError):
+            make_player(spec)
+    assert isinstance(make_player("ab2"), Player)
+
+
+def test_policy_spec(tiny_checkpoint):
+    player = make_player(f"policy:{tiny_checkpoint}")
+    assert player.name.startswith("policy")
+    with pytest.raises(PlayerSpecError, match="no such checkpoint"):
+        make_player(f"policy:{tiny_checkpoint.parent / 'nope.pt'}")
+
+
+def test_mcts_spec_plays_a_match_in_lockstep(tiny_checkpoint):
+    player = make_player(f"mcts:{tiny_checkpoint}:20", seed=1)
+    assert isinstance(player, NetworkPlayer)
+    assert player.name == f"mcts:{tiny_checkpoint}:20" and player.simulations == 20
+    openings = [Opening("9-13 21-17", ("9-13", "21-17")), Opening("11-15 23-19", ("11-15", "23-19"))]
+    result = play_match(player, make_player("ab2"), openings, parallel=4)
+    assert len(result.games) == 4
+    with pytest.raises(PlayerSpecError):
+        make_player(f"mcts:{tiny_checkpoint.parent / 'missing.pt'}:20")
+    with pytest.raises(PlayerSpecError, match="at least 1 simulation"):
+        make_player(f"mcts:{tiny_checkpoint}:0")
+
+
+def test_a_run_directory_names_its_best_network(tmp_path, tiny_checkpoint):
+    run = RunDir(tmp_path / "run")
+    with pytest.raises(PlayerSpecError, match="best"):
+        run.root.mkdir()
+        make_player(f"mcts:{run.root}:8")
+    run.write_best(tiny_checkpoint, 3, "test")
+    player = make_player(f"mcts:{run.root}:8")
+    assert player.evaluator.config == TINY

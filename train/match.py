@@ -1,0 +1,379 @@
+"""Matches: two players over a ballot, each opening with both colours; one engine for every match.
+
+The `match` command, gating, ratings and head-to-head comparisons all play through `play_match`. Up to
+`parallel` games of the ballot schedule run at once. A `NetworkPlayer` owns one `BatchedSearch` with a
+tree per game slot, searches the slots where it is to move, and evaluates all their leaves in one network
+batch, so a 288-game ballot of network players costs about what one game of batches does. Plain players
+(random, alpha-beta, raw policy) move as soon as it is their turn.
+
+A game is a pure function of its inputs and its seed, whatever else is in flight: a network player searches
+without noise, and a plain player is reseeded from the game's seed, its colour and the ply before every
+move (its `reset(seed)`), so the interleaving of games never reaches its random choices.
+
+Statistics. A match is scored from A's view (win 1, draw 1/2, loss 0). Games are grouped into units, one per
+opening (normally the pair of games with swapped colours; a lone game when a run was cut short). The score
+is s = points / games, and its standard error comes from the spread of the units' points around
+s * games (the ratio-estimator variance, which for full pairs is the pentanomial variance of the pair
+score). Pairing matters because the two games of an opening are correlated (a lopsided opening tends to
+give one win each way); treating the games as independent trinomial draws would misstate the error, and
+draws need no special care since they enter as half points. The 95 % interval is s +- 1.96 SE (normal
+approximation), clipped to [0, 1], and the score and both bounds are mapped to Elo with
+elo = -400 log10(1/s - 1). A score of 0 or 1 maps to -inf or +inf: no finite Elo fits a shut-out, and the
+printout says so rather than inventing a number. When every unit scores alike (all draws, say) the standard
+error is 0 and the interval collapses to the point: the normal approximation has nothing more to say.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from selfplay.evaluators import PositionEvaluator
+from selfplay.search import BatchedSearch, SearchConfig, sample_by_visits
+from zero.game import Game, Move, Outcome, RulesConfig, Termination
+from zero.openings import Opening
+from zero.players import Player
+
+Z_95 = 1.959963984540054
+
+
+class IllegalMoveError(RuntimeError):
+    """A player returned a move that is not legal in the position it was given."""
+
+
+@dataclass
+class NetworkPlayer:
+    """A network with a fixed search budget: no noise, the most visited move."""
+
+    name: str
+    evaluator: PositionEvaluator
+    simulations: int
+    config: SearchConfig = field(default_factory=SearchConfig)
+
+
+MatchPlayer = NetworkPlayer | Player
+
+
+@dataclass(frozen=True)
+class MatchGame:
+    """A finished match game: who played which colour, every move from the opening's start, the outcome.
+    Games finish in any order; `round` is the game's place in the schedule (1-based, the PDN Round tag)."""
+
+    round: int
+    opening: Opening
+    black: str
+    white: str
+    moves: tuple[Move, ...]
+    outcome: Outcome
+    seed: int
+
+    @property
+    def result(self) -> str:
+        return self.outcome.pdn_result
+
+    @property
+    def truncated(self) -> bool:
+        """Stopped at the length cap (scored as a draw)."""
+        return self.outcome.termination == Termination.MAX_LENGTH
+
+    def points_for_black(self) -> float:
+        return (self.outcome.winner + 1) / 2
+
+    def pdn(self, event: str = "checkers-zero match") -> str:
+        from zero.pdn import write_game
+
+        tags = {"Event": event, "Round": str(self.round), "Black": self.black, "White": self.white,
+                "Result": self.result,
+                "Opening": self.opening.name, "Termination": self.outcome.termination.value}
+        return write_game(self.moves, self.result, tags, start=self.opening.start)
+
+
+def mix_seed(*parts: int) -> int:
+    """One 63-bit seed from several non-negative integers (a match seed, a game number, a colour)."""
+    low, high = (int(x) for x in np.random.SeedSequence(list(parts)).generate_state(2, np.uint32))
+    return (high & 0x7FFFFFFF) << 32 | low
+
+
+# ------------------------------------------------------------------------------------------------ statistics
+
+def elo_from_score(score: float) -> float:
+    """Elo difference that gives an expected score `score` (0..1); +-inf at 1 and 0."""
+    if not 0.0 <= score <= 1.0:
+        raise ValueError(f"a score is a fraction in [0, 1], got {score}")
+    if score == 1.0:
+        return math.inf
+    if score == 0.0:
+        return -math.inf
+    return -400.0 * math.log10(1.0 / score - 1.0)
+
+
+@dataclass(frozen=True)
+class ScoreStatistics:
+    """Score of a match from its units (game pairs), its standard error, and the Elo view of both."""
+
+    score: float
+    stderr: float
+    score_ci95: tuple[float, float]
+    elo: float
+    elo_ci95: tuple[float, float]
+    units: int
+    games: int
+
+
+def score_statistics(units: Sequence[tuple[float, int]]) -> ScoreStatistics:
+    """Statistics from (points, games) per unit, normally per opening pair (see the module doc)."""
+    units = [(float(p), int(g)) for p, g in units if g > 0]
+    games = sum(g for _, g in units)
+    if not units:
+        raise ValueError("no games to score")
+    score = sum(p for p, _ in units) / games
+    n = len(units)
+    if n > 1:
+        residual = sum((p - score * g) ** 2 for p, g in units)
+        stderr = math.sqrt(residual * n / (n - 1)) / games
+    else:
+        stderr = math.nan  # one unit says nothing about the spread
+    if math.isnan(stderr):
+        low, high = 0.0, 1.0
+    else:
+        low = min(1.0, max(0.0, score - Z_95 * stderr))
+        high = min(1.0, max(0.0, score + Z_95 * stderr))
+    return ScoreStatistics(score, stderr, (low, high), elo_from_score(score),
+                           (elo_from_score(low), elo_from_score(high)), n, games)
+
+
+def format_elo(elo: float) -> str:
+    if math.isinf(elo):
+        return "+inf" if elo > 0 else "-inf"
+    return f"{elo:+.0f}"
+
+
+# ------------------------------------------------------------------------------------------------- matches
+
+@dataclass
+class MatchResult:
+    """Games of player A against player B, with A's results and the statistics over opening pairs."""
+
+    a: str
+    b: str
+    games: list[MatchGame] = field(default_factory=list)
+    a_is_black: list[bool] = field(default_factory=list)  # per game
+    opening_index: list[int] = field(default_factory=list)  # per game: its ballot entry, which forms pairs
+
+    def points_for_a(self, index: int) -> float:
+        black_points = self.games[index].points_for_black()
+        return black_points if self.a_is_black[index] else 1.0 - black_points
+
+    def _count(self, points: float) -> int:
+        return sum(1 for i in range(len(self.games)) if self.points_for_a(i) == points)
+
+    @property
+    def wins(self) -> int:
+        return self._count(1.0)
+
+    @property
+    def draws(self) -> int:
+        return self._count(0.5)
+
+    @property
+    def losses(self) -> int:
+        return self._count(0.0)
+
+    @property
+    def truncated(self) -> int:
+        return sum(1 for g in self.games if g.truncated)
+
+    def units(self) -> list[tuple[float, int]]:
+        """(A's points, games) per opening, in ballot order."""
+        by_opening: dict[int, list[float]] = {}
+        for i, g in enumerate(self.games):
+            by_opening.setdefault(self.opening_index[i], []).append(self.points_for_a(i))
+        return [(sum(p), len(p)) for p in by_opening.values()]
+
+    def pdn(self) -> str:
+        """Every game as PDN, the event naming both players."""
+        return "\n".join(g.pdn(event=f"{self.a} vs {self.b}") for g in self.games)
+
+    def pentanomial(self) -> list[int]:
+        """How many complete pairs gave A 0, 1/2, 1, 3/2 and 2 points."""
+        counts = [0] * 5
+        for points, games in self.units():
+            if games == 2:
+                counts[int(round(points * 2))] += 1
+        return counts
+
+    @property
+    def stats(self) -> ScoreStatistics:
+        return score_statistics(self.units())
+
+    @property
+    def score(self) -> float:
+        return self.stats.score
+
+    @property
+    def elo(self) -> float:
+        return self.stats.elo
+
+    @property
+    def elo_ci95(self) -> tuple[float, float]:
+        return self.stats.elo_ci95
+
+    def summary(self) -> str:
+        s = self.stats
+        low, high = s.elo_ci95
+        lines = [
+            f"{self.a} vs {self.b}: {len(self.games)} games over {s.units} openings"
+            + (f", {self.truncated} stopped at the length cap (draws)" if self.truncated else ""),
+            f"{self.a}: {self.wins} wins, {self.draws} draws, {self.losses} losses; "
+            f"score {s.score:.3f} (95% CI {s.score_ci95[0]:.3f} .. {s.score_ci95[1]:.3f})",
+            f"Elo difference {format_elo(s.elo)} (95% CI {format_elo(low)} .. {format_elo(high)}); "
+            f"pairs by A's points 0/0.5/1/1.5/2: {'/'.join(str(c) for c in self.pentanomial())}",
+        ]
+        if math.isinf(s.elo):
+            lines.append(f"{self.a if s.elo > 0 else self.b} scored every point: no finite Elo difference fits")
+        return "\n".join(lines)
+
+
+def match_schedule(openings: Sequence[Opening], games: int | None = None) -> list[tuple[int, bool]]:
+    """(opening index, A plays Black) per game: each opening with A as Black then as White; first `games`."""
+    schedule = [(i, a_black) for i in range(len(openings)) for a_black in (True, False)]
+    return schedule if games is None else schedule[:games]
+
+
+@dataclass
+class _Slot:
+    round: int
+    opening_index: int
+    a_black: bool
+    game: Game
+    seed: int
+    searching: bool = False
+
+
+def play_match(
+    a: MatchPlayer,
+    b: MatchPlayer,
+    openings: Sequence[Opening],
+    rules: RulesConfig = RulesConfig(),
+    seed: int = 0,
+    games: int | None = None,
+    parallel: int = 32,
+    on_game: Callable[[MatchGame, MatchResult], None] | None = None,
+    should_stop: Callable[[MatchResult], bool] | None = None,
+    progress: bool = False,
+) -> MatchResult:
+    """Play the ballot schedule (each opening with A as Black, then as White; its first `games` games),
+    `parallel` games at a time. Game k's seed is mix_seed(seed, k); the rules end every game, their
+    max_plies cap included.
+
+    on_game(game, result_so_far) runs after each finished game; should_stop(result) is asked after each
+    one and ends the match early (games still in flight are dropped and not counted).
+    """
+    schedule = match_schedule(openings, games)
+    result = MatchResult(a.name, b.name)
+    searches = {id(p): BatchedSearch(parallel, p.config, rules, simulations=p.simulations)
+                for p in (a, b) if isinstance(p, NetworkPlayer)}
+    slots: list[_Slot | None] = [None] * parallel
+    next_game = 0
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(schedule), unit="game", desc=f"{a.name} vs {b.name}", file=sys.stderr)
+
+    def start(g: int) -> _Slot:
+        opening_index, a_black = schedule[next_game]
+        opening = openings[opening_index]
+        game = Game(start=opening.start, rules=rules)
+        for move in opening.replay():
+            if game.outcome is not None:
+                break
+            game.play(move)
+        for search in searches.values():
+            search.set_root(g, game)
+        return _Slot(next_game + 1, opening_index, a_black, game, mix_seed(seed, next_game))
+
+    def finish(g: int, slot: _Slot) -> bool:
+        game = slot.game
+        if game.outcome is None:
+            return False
+        black, white = (a, b) if slot.a_black else (b, a)
+        record = MatchGame(slot.round, openings[slot.opening_index], black.name, white.name, tuple(game.moves), game.outcome,
+                           slot.seed)
+        result.games.append(record)
+        result.a_is_black.append(slot.a_black)
+        result.opening_index.append(slot.opening_index)
+        slots[g] = None
+        for search in searches.values():
+            search.stop(g)
+        if on_game is not None:
+            on_game(record, result)
+        if bar is not None:
+            bar.update()
+            bar.set_postfix_str(f"W{result.wins} D{result.draws} L{result.losses}")
+        return True
+
+    def apply(g: int, slot: _Slot, move: Move) -> None:
+        slot.game.play(move)
+        slot.searching = False
+        if slot.game.outcome is None:
+            for search in searches.values():
+                search.play(g, move, slot.game)
+
+    def plain_move(slot: _Slot, player: Player) -> Move:
+        game = slot.game
+        black = game.position.black_to_move
+        reset = getattr(player, "reset", None)
+        if reset is not None:
+            reset(mix_seed(slot.seed, int(black), game.ply))
+        move = player.choose(game)
+        if move not in game.legal_moves():
+            raise IllegalMoveError(f"{player.name} chose {move}, which is not legal in {game.position}")
+        return move
+
+    try:
+        while True:
+            stop = should_stop is not None and should_stop(result)
+            for g in range(parallel):
+                if slots[g] is None and next_game < len(schedule) and not stop:
+                    slots[g] = start(g)
+                    next_game += 1
+            live = [(g, s) for g, s in enumerate(slots) if s is not None]
+            if stop or not live:
+                break
+            for g, slot in live:
+                if finish(g, slot):
+                    continue
+                black = slot.game.position.black_to_move
+                player = a if black == slot.a_black else b
+                legal = slot.game.legal_moves()
+                if len(legal) == 1:
+                    apply(g, slot, legal[0])
+                elif isinstance(player, NetworkPlayer):
+                    if not slot.searching:
+                        searches[id(player)].start(g, player.simulations)
+                        slot.searching = True
+                    continue
+                else:
+                    apply(g, slot, plain_move(slot, player))
+                finish(g, slot)
+            for player in (a, b):
+                search = searches.get(id(player))
+                if search is None or not search.active.any():
+                    continue
+                search.step(player.evaluator)
+                for g in np.flatnonzero(search.complete()):
+                    slot = slots[g]
+                    children = search.root_children(g)
+                    move = children.move(sample_by_visits(children.visits, 0.0, None), slot.game.position)
+                    search.stop(g)
+                    apply(g, slot, move)
+                    finish(g, slot)
+    finally:
+        if bar is not None:
+            bar.close()
+    return result

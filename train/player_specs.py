@@ -1,0 +1,72 @@
+"""Player specs: the text a command line names a player by, turned into a player for the match engine.
+
+    random                 uniformly random legal moves
+    alphabeta:N, abN       alpha-beta over material, N plies deep
+    policy[:NET]           the network's raw policy, no search
+    mcts[:NET][:SIMS]      the network searching SIMS root visits a move (default 200), in lockstep with
+                           the match's other games (train.match.NetworkPlayer)
+
+NET is a checkpoint file or a run directory (its current best network); left out, the shipped network.
+Every kind of player is wired here, explicitly: nothing registers itself on import.
+"""
+
+from __future__ import annotations
+
+import re
+
+from selfplay.search import SearchConfig
+from train.match import MatchPlayer, NetworkPlayer
+from zero.players import AlphaBetaPlayer, RandomPlayer
+
+DEFAULT_MCTS_SIMULATIONS = 200
+SPEC_HELP = ("random, alphabeta:N (or abN), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
+             "search, default 200 simulations); NET is a checkpoint file or a run directory (its best network), "
+             "the shipped network when left out")
+_AB_SHORTHAND = re.compile(r"ab(\d+)")
+
+
+class PlayerSpecError(ValueError):
+    """A player spec that names no known player or has bad arguments."""
+
+
+def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) -> MatchPlayer:
+    """The player a spec names (see the module doc). `search` is the PUCT setting of mcts players."""
+    spec = spec.strip()
+    shorthand = _AB_SHORTHAND.fullmatch(spec)
+    if shorthand:
+        spec = f"alphabeta:{shorthand.group(1)}"
+    name, _, args = spec.partition(":")
+    if name == "random":
+        if args:
+            raise PlayerSpecError(f"'random' takes no arguments, got {args!r}")
+        return RandomPlayer(seed)
+    if name == "alphabeta":
+        if not args.isdigit() or int(args) < 1:
+            raise PlayerSpecError(f"alpha-beta needs a depth of at least 1 ply, e.g. alphabeta:6 or ab6, got {args!r}")
+        return AlphaBetaPlayer(int(args), seed=seed)
+    if name == "policy":
+        from zero.inference import PolicyPlayer
+
+        # One position per call is too small a batch to gain from a GPU.
+        return PolicyPlayer(_evaluator(args, "cpu"), name=f"policy:{args or 'default'}", seed=seed)
+    if name == "mcts":
+        net, _, sims = args.rpartition(":")
+        if not sims.isdigit():
+            net, sims = args, ""
+        simulations = int(sims) if sims else DEFAULT_MCTS_SIMULATIONS
+        if simulations < 1:
+            raise PlayerSpecError(f"mcts needs at least 1 simulation, got {spec!r}")
+        return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}", _evaluator(net, None),
+                             simulations, search or SearchConfig())
+    raise PlayerSpecError(f"unknown player {spec!r}; players: {SPEC_HELP}")
+
+
+def _evaluator(net: str, device: str | None):
+    """The evaluator of a network named in a spec (on `device`, or the GPU when there is one)."""
+    from zero.checkpoint import CheckpointError, resolve_checkpoint
+    from zero.inference import Evaluator
+
+    try:
+        return Evaluator.from_checkpoint(resolve_checkpoint(net), device=device)
+    except CheckpointError as exc:
+        raise PlayerSpecError(str(exc)) from None
