@@ -1,0 +1,59 @@
+"""The run directory's layout: the best-network pointer, candidates, status files, and a run as a network."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zero.checkpoint import DEFAULT_CHECKPOINT, CheckpointError, resolve_checkpoint
+from zero.rundir import RunDir, RunDirError
+
+
+def test_best_pointer_round_trip_and_relative_paths(tmp_path):
+    run = RunDir(tmp_path)
+    assert run.read_best() is None
+    target = run.candidate(40)
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"x")
+    written = run.write_best(target, 40, "test")
+    assert run.read_best() == written and written.path == target.resolve() and written.name == "candidate-0000040"
+    # A record written by hand with a path relative to the run directory means the same file.
+    run.best_file.write_text(json.dumps({"path": "checkpoints/candidate-0000040.pt", "step": 40}))
+    assert run.read_best().path == target.resolve()
+
+
+def test_a_damaged_best_pointer_is_a_clear_error(tmp_path):
+    run = RunDir(tmp_path)
+    run.best_file.parent.mkdir(parents=True)
+    run.best_file.write_text("{not json")
+    with pytest.raises(RunDirError, match="best.json"):
+        run.read_best()
+    with pytest.raises(CheckpointError, match="best.json"):
+        resolve_checkpoint(tmp_path)
+
+
+def test_candidates_are_listed_oldest_first(tmp_path):
+    run = RunDir(tmp_path)
+    run.checkpoints.mkdir(parents=True)
+    for step in (200, 20, 1000):
+        run.candidate(step).write_bytes(b"")
+    (run.checkpoints / "candidate-latest.pt").write_bytes(b"")  # not a candidate name: ignored
+    assert [step for step, _ in run.candidates()] == [20, 200, 1000]
+
+
+def test_status_files(tmp_path):
+    run = RunDir(tmp_path)
+    assert run.read_status("trainer") is None
+    run.write_status("trainer", {"step": 3})
+    assert run.read_status("trainer") == {"step": 3}
+
+
+def test_resolve_checkpoint(tmp_path):
+    assert resolve_checkpoint(None) == DEFAULT_CHECKPOINT and resolve_checkpoint("") == DEFAULT_CHECKPOINT
+    with pytest.raises(CheckpointError, match="not a run with a best network"):
+        resolve_checkpoint(tmp_path)
+    with pytest.raises(CheckpointError, match="no such checkpoint file or run directory"):
+        resolve_checkpoint(tmp_path / "missing.pt")
+    RunDir(tmp_path).write_best(DEFAULT_CHECKPOINT, 0, "test")
+    assert resolve_checkpoint(tmp_path) == DEFAULT_CHECKPOINT.resolve()
