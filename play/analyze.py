@@ -34,7 +34,9 @@ def report_text(result: dict) -> str:
     win, draw, loss = (100 * x for x in result["root_wdl"])
     lines = [
         f"Position {result['fen']} ({side} to move), {result['simulations']} simulations",
-        f"{side}: win {win:.1f}%  draw {draw:.1f}%  loss {loss:.1f}%",
+        f"{side}: win {win:.1f}%  draw {draw:.1f}%  loss {loss:.1f}%"
+        + (f"; the network expects about {result['plies_left']:.0f} more plies" if result["plies_left"] is not None
+           else ""),
         "",
         f"{'move':<16}{'visits':>8}{'share':>8}{'prior':>8}{'win':>8}{'draw':>8}{'loss':>8}",
     ]

@@ -119,6 +119,7 @@ def describe(analysis: Analysis, game: Game, top: int | None = None) -> dict[str
             for stat in stats
         ],
         "pv": [str(mv) for mv in analysis.pv],
+        "plies_left": None if analysis.plies_left is None else round(float(analysis.plies_left), 1),
     }
 
 
@@ -166,8 +167,16 @@ class Engine:
         if game.outcome is not None:
             raise EngineError("the game is over: there is nothing to search")
         if budget.simulations is not None:
-            return analyse(game, self.evaluator, budget.simulations, self.search_config)
-        return self._analyse_for_time(game, budget.seconds)
+            analysis = analyse(game, self.evaluator, budget.simulations, self.search_config)
+        else:
+            analysis = self._analyse_for_time(game, budget.seconds)
+        predict = getattr(self.evaluator, "predict", None)  # a network evaluator has the moves-left head
+        if predict is not None:
+            from zero.encoding import encode_game
+
+            moves_left = predict(encode_game(game)[None])[2]
+            analysis.plies_left = None if moves_left is None else float(moves_left[0])
+        return analysis
 
     def _analyse_for_time(self, game: Game, seconds: float) -> Analysis:
         """Grow one search tree chunk by chunk until the time is up (or the tree is full)."""

@@ -82,7 +82,8 @@ def _percent(wdl: list[float] | None) -> str:
 
 def thinking_text(thinking: dict[str, Any], whose: str) -> str:
     """The engine's search as a small table: move, visit share, prior, win/draw/loss; then the main line."""
-    lines = [f"  {thinking['simulations']} simulations; {whose}: {_percent(thinking['root_wdl'])}"]
+    lines = [f"  {thinking['simulations']} simulations; {whose}: {_percent(thinking['root_wdl'])}"
+             + (f"; about {thinking['plies_left']:.0f} plies left" if thinking.get("plies_left") is not None else "")]
     for stat in thinking["moves"]:
         lines.append(
             f"  {stat['move']:<14} {100 * stat['share']:5.1f}% of visits  prior {100 * stat['prior']:4.1f}%  "

@@ -32,6 +32,9 @@ class Analysis:
     root_wdl: tuple[float, float, float]  # win/draw/loss for the side to move
     simulations: int  # root visits the search made
     root_value: float = 0.0  # win - loss for the side to move
+    # The network's estimate of the plies left in the game from the root (its moves-left head), when the
+    # evaluator has one; the search itself does not use it.
+    plies_left: float | None = None
 
 
 def analyse(game: Game, evaluator: PositionEvaluator, simulations: int, config: SearchConfig | None = None,

@@ -38,6 +38,12 @@ class Evaluator:
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """planes float32 [N, NUM_PLANES, 8, 8] -> (policy logits float32 [N, 1024] unmasked,
         win/draw/loss probabilities float32 [N, 3] for the side to move)."""
+        logits, wdl, _ = self.predict(planes)
+        return logits, wdl
+
+    def predict(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """evaluate's answer and the moves-left head's plies to the end of the game, float32 [N] (None for a
+        network without that head)."""
         if planes.ndim != 4 or planes.shape[1:] != (NUM_PLANES, 8, 8):
             raise ValueError(f"expected planes of shape [N, {NUM_PLANES}, 8, 8], got {planes.shape}")
         with torch.inference_mode():
@@ -46,7 +52,8 @@ class Evaluator:
                 out = self.net(x)
             policy = out.policy_logits.float().cpu().numpy()
             wdl = torch.softmax(out.wdl_logits.float(), dim=1).cpu().numpy()
-        return policy, wdl
+            moves_left = None if out.moves_left is None else out.moves_left.float().cpu().numpy()
+        return policy, wdl, moves_left
 
 
 class PolicyPlayer:

@@ -38,6 +38,13 @@ def test_json_output(multi_jump_fen, capsys, tiny_checkpoint):
         assert m["wdl"] is None or abs(sum(m["wdl"]) - 1) < 1e-3
     most = result["moves"][0]["visits"]
     assert result["pv"][0] in [m["move"] for m in result["moves"] if m["visits"] == most] and len(result["pv"]) >= 2
+    # The moves-left head's estimate for the root, the same the network gives the position on its own.
+    from zero.encoding import encode_game
+    from zero.inference import Evaluator
+
+    expected = Evaluator.from_checkpoint(tiny_checkpoint, device="cpu").predict(
+        encode_game(new_game(fen_to_position(multi_jump_fen), []))[None])[2][0]
+    assert result["plies_left"] == pytest.approx(expected, abs=0.06) and result["plies_left"] >= 0
 
 
 def test_table_output_and_pdn_final_position(capsys, tiny_checkpoint, tmp_path):
@@ -48,6 +55,7 @@ def test_table_output_and_pdn_final_position(capsys, tiny_checkpoint, tmp_path):
     assert code == 0
     assert f"Position {start.play(first)} (White to move), 16 simulations" in out
     assert "Principal variation: " in out and "visits" in out
+    assert "the network expects about" in out and "more plies" in out
 
 
 def test_bad_input_is_a_clear_error(capsys, tiny_checkpoint, tmp_path):
