@@ -113,23 +113,33 @@ class Gatekeeper:
                 continue
             result = self._match(make_player(stronger, self.cfg.seed), make_player(weaker, self.cfg.seed + 1),
                                  self.cfg.seed, self.cfg.calibration_games, self.cfg.calibration_games)
-            self._save_match(result, f"calibration-{stronger}-vs-{weaker}")
-            table = self._ratings()
-            table.add_results(stronger, weaker, result.wins, result.draws, result.losses)
-            table.save(self.ratings_path)
+            name = f"calibration-{stronger}-vs-{weaker}"
+            self._save_match(result, name)
+            self._record(name, stronger, weaker, result)
             log.info("calibration %s vs %s: +%d =%d -%d", stronger, weaker, result.wins, result.draws, result.losses)
 
-    def rate(self, checkpoint: Path, step: int) -> None:
-        """Rating games of a checkpoint against the yardsticks."""
-        player = self._network_player(checkpoint)
+    def _record(self, name: str, a: str, b: str, result: MatchResult, *players: PlayerInfo) -> None:
+        """Add a match to the ratings (and the players it introduces) at most once, keyed by its name: a
+        stop between a match and the step that follows it replays the match on resume, and the replay must
+        not count again."""
         table = self._ratings()
-        table.add_player(PlayerInfo(player.name, "checkpoint", step, str(checkpoint)))
+        for info in players:
+            table.add_player(info)
+        if table.record_match(name, a, b, result.wins, result.draws, result.losses):
+            table.save(self.ratings_path)
+
+    def rate(self, checkpoint: Path, step: int) -> None:
+        """Rating games of a checkpoint against the yardsticks (each match recorded as it ends)."""
+        player = self._network_player(checkpoint)
+        info = PlayerInfo(player.name, "checkpoint", step, str(checkpoint))
         for spec in self.cfg.rating_yardsticks:
+            name = f"rating-{player.name}-vs-{spec}"
+            if name in self._ratings().recorded:
+                continue
             result = self._match(player, make_player(spec, self.cfg.seed), self.cfg.seed + step,
                                  self.cfg.rating_games, self.cfg.rating_games)
-            self._save_match(result, f"rating-{player.name}-vs-{spec}")
-            table.add_results(player.name, spec, result.wins, result.draws, result.losses)
-        table.save(self.ratings_path)
+            self._save_match(result, name)
+            self._record(name, player.name, spec, result, info)
 
     # -- gating ------------------------------------------------------------------------------------------
     def _network_player(self, checkpoint: Path) -> NetworkPlayer:
@@ -170,14 +180,12 @@ class Gatekeeper:
                              self.cfg.parallel_games, on_game=on_game,
                              should_stop=lambda _: sprt.decision() is not None)
         decision = sprt.decision() or ("promote" if sprt.elo_interval()[1] > self.cfg.sprt.elo0 else "reject")
-        pdn_path = self._save_match(result, f"gate-{cand_player.name}-vs-{best_player.name}")
+        name = f"gate-{cand_player.name}-vs-{best_player.name}"
+        pdn_path = self._save_match(result, name)
         elo, low, high = sprt.elo_interval() if sprt.pair_scores else (0.0, 0.0, 0.0)
-        table = self._ratings()
-        table.add_player(PlayerInfo(cand_player.name, "checkpoint", candidate_step, str(candidate)))
-        best_step = load_checkpoint(best).step
-        table.add_player(PlayerInfo(best_player.name, "checkpoint", best_step, str(best)))
-        table.add_results(cand_player.name, best_player.name, result.wins, result.draws, result.losses)
-        table.save(self.ratings_path)
+        self._record(name, cand_player.name, best_player.name, result,
+                     PlayerInfo(cand_player.name, "checkpoint", candidate_step, str(candidate)),
+                     PlayerInfo(best_player.name, "checkpoint", load_checkpoint(best).step, str(best)))
         entry = {
             "candidate": str(candidate), "candidate_step": candidate_step, "best": str(best),
             "decision": decision, "games": len(result.games), "wins": result.wins, "draws": result.draws,

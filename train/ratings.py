@@ -55,6 +55,9 @@ class RatingsTable:
     players: dict[str, PlayerInfo] = field(default_factory=dict)
     # results["a|b"] = [wins of a, draws, losses of a], with a < b in sort order
     results: dict[str, list[int]] = field(default_factory=dict)
+    # Keys of the matches whose results are in `results`: a match replayed after an interruption is
+    # recognised by its key and not counted again.
+    recorded: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> "RatingsTable":
@@ -64,12 +67,14 @@ class RatingsTable:
             data = json.loads(path.read_text())
             players = {k: PlayerInfo(**v) for k, v in data["players"].items()}
             results = {k: [int(x) for x in v] for k, v in data["results"].items()}
+            recorded = [str(k) for k in data.get("recorded", [])]
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"ratings file {path} is damaged: {exc}") from exc
-        return cls(players, results)
+        return cls(players, results, recorded)
 
     def save(self, path: Path) -> None:
-        data = {"players": {k: vars(v) for k, v in self.players.items()}, "results": self.results}
+        data = {"players": {k: vars(v) for k, v in self.players.items()}, "results": self.results,
+                "recorded": self.recorded}
         atomic_write_bytes(path, json.dumps(data, indent=1, sort_keys=True).encode())
 
     def add_player(self, info: PlayerInfo) -> None:
@@ -88,6 +93,14 @@ class RatingsTable:
         row[0] += wins
         row[1] += draws
         row[2] += losses
+
+    def record_match(self, key: str, a: str, b: str, wins: int, draws: int, losses: int) -> bool:
+        """Add a match's results once: False (and nothing added) when a match with this key is recorded."""
+        if key in self.recorded:
+            return False
+        self.add_results(a, b, wins, draws, losses)
+        self.recorded.append(key)
+        return True
 
     def games_of(self, name: str) -> int:
         return sum(sum(v) for k, v in self.results.items() if name in k.split("|"))
