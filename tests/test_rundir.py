@@ -57,3 +57,34 @@ def test_resolve_checkpoint(tmp_path):
         resolve_checkpoint(tmp_path / "missing.pt")
     RunDir(tmp_path).write_best(DEFAULT_CHECKPOINT, 0, "test")
     assert resolve_checkpoint(tmp_path) == DEFAULT_CHECKPOINT.resolve()
+
+
+def test_one_loop_owns_a_run_and_a_dead_ones_lock_does_not_block(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from play.cli import main
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from zero.rundir import RunDir; "
+         f"lock = RunDir({str(tmp_path)!r}).take_loop_lock(); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirError, match=f"in use by another loop \\(process {holder.pid} on host"):
+            RunDir(tmp_path).take_loop_lock()
+        # The loop command refuses at once, before it touches the run.
+        assert main(["loop", "--run", str(tmp_path), "--minutes", "0.01"]) == 2
+        assert not RunDir(tmp_path).config_file.exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    RunDir(tmp_path).take_loop_lock().close()  # the kernel dropped the dead holder's lock
+
+
+def test_a_file_is_not_a_run_directory(tmp_path):
+    path = tmp_path / "not-a-dir"
+    path.write_text("x")
+    with pytest.raises(RunDirError, match="is a file"):
+        RunDir(path).take_loop_lock()

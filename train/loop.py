@@ -27,7 +27,7 @@ from train.supervisor import Supervisor
 from train.trainer import Trainer, TrainerConfig
 from zero.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 from zero.config import ConfigError, atomic_write_bytes, load_config, save_config, to_dict, write_run_record
-from zero.rundir import RunDir
+from zero.rundir import RunDir, RunDirError
 
 log = logging.getLogger("checkers_zero.loop")
 
@@ -200,6 +200,12 @@ def run_loop(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:
+        # Before anything of the run is touched: a second loop on it would train, gate and rate twice.
+        lock = run.take_loop_lock()
+    except RunDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     resumed = run.config_file.exists()
     try:
         initial = run_initial_checkpoint(run_dir, resolve_checkpoint(cfg.initial_checkpoint))
@@ -263,6 +269,7 @@ def run_loop(args: argparse.Namespace) -> int:
         log.info(format_status(snap, time.time() - started))
         if wb is not None:
             wb.finish()
+        lock.close()
     return 0
 
 

@@ -59,6 +59,9 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
         if str(value).lower() in ("0", "false", "no", "off"):
             return False
         raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if typ is int and (isinstance(value, bool) or (isinstance(value, float) and not value.is_integer())):
+        # int(2.7) would quietly run 2 of something
+        raise ConfigError(f"{where}: expected a whole number, got {value!r}")
     if typ in (int, float, str):
         try:
             return typ(value)
@@ -144,7 +147,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="TOML settings file (defaults are built in)")
     parser.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override one setting, e.g. --set train.lr=0.01 (repeatable)",
+        help="override one setting, SECTION.KEY=VALUE as in the config file (repeatable)",
     )
 
 

@@ -15,6 +15,7 @@ place that says where each of them finds what it needs (as minigo's fsdb does):
       gating.jsonl            one line per gating decision
       ratings.json            all results behind the Elo table; ratings.png is drawn from it
       status/                 each role's latest figures (ROLE.json), for the status line
+      loop.lock               held by the loop that owns the run (its process id and host inside)
 
 A run directory is accepted wherever a checkpoint is expected (`zero.checkpoint.resolve_checkpoint`), and
 then means its current best network.
@@ -22,10 +23,14 @@ then means its current best network.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from zero.config import atomic_write_bytes
 
@@ -61,6 +66,10 @@ class RunDir:
     @property
     def config_file(self) -> Path:
         return self.root / CONFIG_FILE
+
+    @property
+    def loop_lock_file(self) -> Path:
+        return self.root / "loop.lock"
 
     @property
     def logs(self) -> Path:
@@ -180,3 +189,29 @@ class RunDir:
             return json.loads(self.status_file(role).read_text())
         except (OSError, ValueError):
             return None
+
+    # -- ownership ---------------------------------------------------------------------------------------
+    def take_loop_lock(self) -> IO:
+        """Make this process the one loop of the run; keep the returned file open for as long as it runs.
+
+        The lock is an flock, which the kernel drops when its holder dies (kill -9 included), so a lock
+        left by a dead loop never blocks a resume. A second loop is refused with a RunDirError naming the
+        one that holds the run."""
+        if self.root.exists() and not self.root.is_dir():
+            raise RunDirError(f"{self.root} is a file, not a run directory")
+        self.root.mkdir(parents=True, exist_ok=True)
+        handle = open(self.loop_lock_file, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "a process that has not written its name yet"
+            handle.close()
+            raise RunDirError(f"{self.root} is in use by another loop ({holder}); stop it first, or use "
+                              f"another --run directory") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()} on host {socket.gethostname()}, "
+                     f"started {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        handle.flush()
+        return handle
