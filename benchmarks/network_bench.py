@@ -4,9 +4,9 @@
     python benchmarks/network_bench.py --nets small --threads 1 --seconds 5
 
 Inference goes through zero.inference.Evaluator (numpy in and out, bf16 autocast on CUDA), so the figures
-include the host-device copies a search pays. Training runs the pretraining step (masked policy loss, WDL
-and moves-left losses, AdamW, gradient clipping) on batches built from random legal positions the way the
-pretraining data loader builds them (planes and legal masks encoded per batch by the numba kernels).
+include the host-device copies a search pays. Training runs the one training step (train.learning.Learner:
+masked policy loss, WDL and moves-left losses, AdamW, gradient clipping) on samples of random legal
+positions, batches built as for any source (planes and legal masks encoded per batch by the numba kernels).
 Each figure is the median of repeated timed windows after a warm-up; it prints wall time, so on a shared
 machine it measures what the process got, and says the load average next to it.
 """
@@ -21,8 +21,8 @@ import time
 import numpy as np
 import torch
 
-from train.pretrain import OptimConfig, autocast, losses, make_optimizer, to_device
-from zero.encoding import NUM_ACTIONS, NUM_PLANES, encode_batch, legal_mask_batch, move_action
+from train.learning import SOURCES, HeadWeights, Learner, OptimConfig, Samples
+from zero.encoding import NUM_PLANES, encode_batch, move_action
 from zero.game import Position
 from zero.inference import Evaluator
 from zero.network import NetworkConfig, PolicyValueNet, parameter_count
@@ -50,15 +50,23 @@ def random_positions(n: int, seed: int = 0) -> tuple[dict[str, np.ndarray], np.n
     return arrays, np.array(actions, dtype=np.int64)
 
 
-def build_batch(cols: dict[str, np.ndarray], actions: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+def samples_of(cols: dict[str, np.ndarray], actions: np.ndarray, rows: np.ndarray) -> Samples:
+    """Training samples of the given rows: the random move as a one-hot policy target, arbitrary results."""
     n = len(rows)
-    b, w, k, s = (cols[x][rows] for x in ("black", "white", "kings", "black_to_move"))
-    planes = np.empty((n, NUM_PLANES, 8, 8), dtype=np.float32)
-    encode_batch(b, w, k, s, np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), planes)
-    legal = np.empty((n, NUM_ACTIONS), dtype=np.bool_)
-    legal_mask_batch(b, w, k, s, legal)
-    return {"planes": planes, "legal": legal, "action": actions[rows], "policy_weight": np.ones(n, dtype=np.float32),
-            "wdl": (rows % 3).astype(np.int64), "moves_left": np.full(n, 40.0, dtype=np.float32)}
+    ones = np.ones(n, dtype=np.float32)
+    return Samples(
+        black=cols["black"][rows], white=cols["white"][rows], kings=cols["kings"][rows],
+        black_to_move=cols["black_to_move"][rows], no_progress=np.zeros(n, np.int64), repetitions=np.ones(n, np.int64),
+        policy_actions=actions[rows, None], policy_probs=ones[:, None], wdl=(rows % 3).astype(np.int64),
+        moves_left=np.full(n, 40.0, np.float32), policy_weight=ones, value_weight=ones, moves_left_weight=ones,
+        source=np.full(n, SOURCES.index("expert"), np.int8))
+
+
+def planes_of(cols: dict[str, np.ndarray], count: int) -> np.ndarray:
+    b, w, k, s = (cols[x][:count] for x in ("black", "white", "kings", "black_to_move"))
+    planes = np.empty((count, NUM_PLANES, 8, 8), dtype=np.float32)
+    encode_batch(b, w, k, s, np.zeros(count, dtype=np.int64), np.ones(count, dtype=np.int64), planes)
+    return planes
 
 
 def timed(fn, items_per_call: int, seconds: float, warmup: int = 2) -> float:
@@ -93,21 +101,12 @@ def bench_inference(net: PolicyValueNet, device: str, batches: list[int], second
 def bench_training(cfg: NetworkConfig, device: str, batch_size: int, seconds: float,
                    cols: dict[str, np.ndarray], actions: np.ndarray) -> float:
     dev = torch.device(device)
-    net = PolicyValueNet(cfg).to(dev).train()
-    opt = make_optimizer(net, OptimConfig())
+    learner = Learner(PolicyValueNet(cfg), OptimConfig(), HeadWeights(), dev)
     rng = np.random.default_rng(1)
 
     def step() -> None:
         rows = np.sort(rng.choice(len(actions), size=batch_size, replace=False))
-        batch = to_device(build_batch(cols, actions, rows), dev)
-        with autocast(dev):
-            out = net(batch["planes"])
-        parts = losses(out, batch, 0.0)
-        loss = parts["policy"] + parts["value"] + 0.1 * parts.get("moves_left", 0.0)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-        opt.step()
+        learner.step(samples_of(cols, actions, rows), 1e-3)
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
@@ -126,11 +125,11 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     cols, actions = random_positions(max(4096, max(args.batches), args.train_batch * 4))
-    pool = build_batch(cols, actions, np.arange(max(args.batches)))["planes"]
+    pool = planes_of(cols, max(args.batches))
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch threads "
           f"{torch.get_num_threads()}, GPU {gpu}; load average {os.getloadavg()[0]:.1f} at start")
-    print(f"| net | params | device | " + " | ".join(f"inference b={b} pos/s" for b in args.batches)
+    print("| net | params | device | " + " | ".join(f"inference b={b} pos/s" for b in args.batches)
           + f" | training b={args.train_batch} samples/s |")
     print("|---|---:|---|" + "---:|" * (len(args.batches) + 1))
     for name in args.nets:

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from train.pretrain import PretrainConfig, OptimConfig, lr_at, predict, split_metrics, train
+from train.learning import OptimConfig, lr_at
+from train.pretrain import PretrainConfig, predict, split_metrics, train
 from train.pretrain_cli import run as cli_run
 from train.pretrain_dataset import (
     SPLITS, DatasetConfig, DatasetError, PretrainDataset, build_dataset, format_summary, split_of,
@@ -14,7 +15,7 @@ from train.pretrain_dataset import (
 from zero.checkpoint import load_checkpoint
 from play.cli import build_parser
 from zero.encoding import move_action
-from zero.game import Game, Position
+from zero.game import Game
 from zero.network import NetworkConfig
 from zero.pdn import write_game
 
@@ -99,10 +100,13 @@ def test_forced_positions_are_flagged(dataset):
     data, summary = dataset
     a = data.arrays
     assert summary["forced_positions"] == int(a["forced"].sum()) > 0
-    batch = data.batch(np.flatnonzero(a["forced"]))
-    assert np.all(batch["policy_weight"] == 0) and np.all(batch["legal"].sum(axis=1) == 1)
-    # The one legal action is the expert's.
-    assert np.all(batch["legal"][np.arange(len(batch["action"])), batch["action"]])
+    rows = np.flatnonzero(a["forced"])
+    batch = data.samples(rows).to_batch(torch.device("cpu"))
+    assert np.all(batch.policy_weight.numpy() == 0) and np.all(batch.legal.numpy().sum(axis=1) == 1)
+    # The one legal action is the expert's, and the policy target puts all its mass there.
+    action = a["action"][rows].astype(np.int64)
+    assert np.all(batch.legal.numpy()[np.arange(len(rows)), action])
+    assert np.all(batch.policy.numpy()[np.arange(len(rows)), action] == 1.0)
 
 
 def test_split_is_by_game_and_keeps_duplicates_together(dataset):
@@ -174,7 +178,7 @@ def test_an_interrupted_run_resumes_to_the_same_weights(dataset, tmp_path, monke
     data, _ = dataset
     straight = train(_config(20), data.path, tmp_path / "a.pt", tmp_path / "run-a", progress=False)
     calls = {"n": 0}
-    original = PretrainDataset.batch
+    original = PretrainDataset.samples
 
     def interrupting(self, rows):
         calls["n"] += 1
@@ -182,10 +186,10 @@ def test_an_interrupted_run_resumes_to_the_same_weights(dataset, tmp_path, monke
             raise KeyboardInterrupt
         return original(self, rows)
 
-    monkeypatch.setattr(PretrainDataset, "batch", interrupting)
+    monkeypatch.setattr(PretrainDataset, "samples", interrupting)
     with pytest.raises(KeyboardInterrupt):
         train(_config(20), data.path, tmp_path / "b.pt", tmp_path / "run-b", progress=False)
-    monkeypatch.setattr(PretrainDataset, "batch", original)
+    monkeypatch.setattr(PretrainDataset, "samples", original)
     assert load_checkpoint(tmp_path / "run-b" / "last.pt").step == 10
     resumed = train(_config(20), data.path, tmp_path / "b.pt", tmp_path / "run-b", progress=False)
     a, b = load_checkpoint(tmp_path / "a.pt"), load_checkpoint(tmp_path / "b.pt")

@@ -10,7 +10,9 @@ import torch
 
 from selfplay.random_records import random_game_record
 from selfplay.replay_buffer import ReplayReader, ReplayWriter
-from train.trainer import TRAINER_STATE, Trainer, TrainerConfig, batch_from_rows, candidate_path, expert_share_at
+from train.learning import OptimConfig, losses, samples_from_replay
+from train.trainer import Trainer, TrainerConfig, expert_share_at
+from zero.rundir import RunDir
 from zero.checkpoint import load_checkpoint, save_checkpoint
 from zero.network import NetworkConfig, PolicyValueNet
 
@@ -42,7 +44,8 @@ def initial(tmp_path):
 
 def config(**kw) -> TrainerConfig:
     base = TrainerConfig(batch_size=32, min_positions=50, window_min=100, samples_per_position=2.0,
-                         checkpoint_every=5, device="cpu", poll_seconds=0.01, lr=3e-3, expert_data="")
+                         checkpoint_every=5, device="cpu", poll_seconds=0.01,
+                         optim=OptimConfig(lr=3e-3, schedule="constant"), expert_data="")
     return replace(base, **kw)
 
 
@@ -69,15 +72,16 @@ def test_candidates_and_resume_continue_exactly(tmp_path, initial):
     write_games(run, 0, range(6))
     trainer = Trainer(run, config(), initial)
     trainer.run(max_steps=7)
-    assert candidate_path(run, 5).exists() and (run / TRAINER_STATE).exists()
-    state = load_checkpoint(run / TRAINER_STATE)
+    assert RunDir(run).candidate(5).exists() and RunDir(run).trainer_state.exists()
+    state = load_checkpoint(RunDir(run).trainer_state)
     assert state.step == 7 and state.extra["samples_drawn"] == 7 * 32 and state.optimizer_state is not None
     resumed = Trainer(run, config(), initial)
     assert resumed.step == 7 and resumed.samples_drawn == 7 * 32
     for a, b in zip(resumed.net.state_dict().values(), trainer.net.state_dict().values()):
         assert torch.equal(a, b)
-    assert resumed.optimizer.state_dict()["state"].keys() == trainer.optimizer.state_dict()["state"].keys()
-    candidate = load_checkpoint(candidate_path(run, 5))
+    assert (resumed.learner.optimizer.state_dict()["state"].keys()
+            == trainer.learner.optimizer.state_dict()["state"].keys())
+    candidate = load_checkpoint(RunDir(run).candidate(5))
     assert candidate.step == 5 and candidate.parent == str(initial)
 
 
@@ -110,15 +114,17 @@ def test_trainer_learns_the_visit_distributions(tmp_path, initial):
     write_games(run, 0, range(3))
     trainer = Trainer(run, config(samples_per_position=1e6, window_min=10_000), initial)
     rows = trainer.reader.sample(256, 10_000, np.random.default_rng(0))
-    batch = batch_from_rows(rows, trainer.device)
-    from train.trainer import losses
+    batch = samples_from_replay(rows).to_batch(trainer.device)
 
-    with torch.no_grad():
-        p0, v0 = losses(trainer.net, batch)
+    def policy_and_value_loss() -> tuple[float, float]:
+        with torch.no_grad():
+            parts = losses(trainer.net(batch.planes), batch)
+        return parts["policy"].item(), parts["value"].item()
+
+    p0, v0 = policy_and_value_loss()
     for _ in range(150):
         trainer.train_step()
-    with torch.no_grad():
-        p1, v1 = losses(trainer.net, batch)
+    p1, v1 = policy_and_value_loss()
     target = batch.policy
     weight = batch.policy_weight
     entropy = float((-(target * torch.log(target.clamp(min=1e-12))).sum(dim=1) * weight).sum() / weight.sum())
@@ -129,7 +135,7 @@ def test_batch_targets_match_the_stored_visits(tmp_path):
     run = tmp_path / "run"
     write_games(run, 0, [3])
     rows = ReplayReader(run).sample(64, 1000, np.random.default_rng(1))
-    batch = batch_from_rows(rows, torch.device("cpu"))
+    batch = samples_from_replay(rows).to_batch(torch.device("cpu"))
     policy = batch.policy.numpy()
     legal = batch.legal.numpy()
     # targets sum to one and live on legal actions only
@@ -139,7 +145,7 @@ def test_batch_targets_match_the_stored_visits(tmp_path):
 
 
 def test_auto_expert_data_is_built_once_from_the_data_folder(tmp_path, monkeypatch):
-    from train.trainer import EXPERT_DIR, resolve_expert_data
+    from train.trainer import resolve_expert_data
 
     data = tmp_path / "data"
     data.mkdir()
@@ -148,7 +154,7 @@ def test_auto_expert_data_is_built_once_from_the_data_folder(tmp_path, monkeypat
     assert resolve_expert_data(run, "auto") is None  # no OCA file: self-play only
     (data / "OCA_2.0.pdn").write_text(EXPERT_PDN)
     path = resolve_expert_data(run, "auto")
-    assert path == run / EXPERT_DIR and (path / "zarr.json").exists()
+    assert path == RunDir(run).expert_data and (path / "zarr.json").exists()
     stamp = (path / "zarr.json").stat().st_mtime_ns
     assert resolve_expert_data(run, "auto") == path and (path / "zarr.json").stat().st_mtime_ns == stamp
     (path / "zarr.json").write_text("{")  # a build cut short by a crash is rebuilt
@@ -165,4 +171,4 @@ def test_steps_count_on_from_the_starting_checkpoint(tmp_path):
     trainer = Trainer(run, config(), start)
     assert trainer.step == 50 and trainer.samples_drawn == 0
     trainer.run(max_steps=5)
-    assert candidate_path(run, 55).exists()
+    assert RunDir(run).candidate(55).exists()

@@ -52,6 +52,7 @@ class LoopConfig:
         if self.actors < 0:
             raise ValueError("actors must not be negative")
         self.selfplay.validate()
+        self.trainer.validate()
         self.gating.search.validate()
 
 

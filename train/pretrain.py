@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
+from train.learning import HeadWeights, Learner, OptimConfig, autocast, lr_at
 from train.pretrain_dataset import PretrainDataset
 from zero.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from zero.config import code_version, to_dict, write_run_record
@@ -33,7 +33,6 @@ from zero.network import NetworkConfig, PolicyValueNet, parameter_count
 OPENING_MIN_PIECES = 20
 ENDGAME_MAX_PIECES = 10
 PHASES = ("opening", "middlegame", "endgame")
-MOVES_LEFT_SCALE = 50.0  # plies; the moves-left loss compares pred/scale with target/scale
 
 
 # Settings that do not change which updates a run makes, so a resume may differ in them. `steps` is one too:
@@ -49,18 +48,6 @@ class PretrainError(Exception):
 
 
 @dataclass
-class OptimConfig:
-    name: str = "adamw"  # "adamw" or "sgd" (with Nesterov momentum)
-    lr: float = 2e-3  # peak learning rate
-    weight_decay: float = 1e-4
-    momentum: float = 0.9  # SGD only
-    schedule: str = "onecycle"  # "onecycle" (linear warm-up, cosine down), "cosine" (no warm-up), "constant"
-    warmup_fraction: float = 0.05  # of all steps, for onecycle
-    final_lr_fraction: float = 0.02  # the learning rate at the last step, as a fraction of lr
-    grad_clip: float = 1.0  # max gradient norm (0 = off)
-
-
-@dataclass
 class PretrainConfig:
     """Everything that decides a pretraining run (stored in its checkpoints; a resume must match it)."""
 
@@ -69,8 +56,7 @@ class PretrainConfig:
     batch_size: int = 256
     steps: int = 20_000
     label_smoothing: float = 0.0
-    value_weight: float = 1.0
-    moves_left_weight: float = 0.1
+    heads: HeadWeights = field(default_factory=HeadWeights)
     seed: int = 0
     eval_every: int = 1000  # steps between validations
     val_positions: int = 16_384  # validation subset (fixed, seeded); 0 = the whole split
@@ -84,54 +70,6 @@ class PretrainConfig:
     compile: bool = False  # torch.compile the network (helps on GPUs; slow to start)
     wandb_mode: str = "offline"  # "offline" (no account needed), "online" or "disabled"
     wandb_project: str = "checkers-zero"
-
-
-def lr_at(cfg: OptimConfig, step: int, total: int) -> float:
-    """Learning rate for a step (0-based) of a run of `total` steps."""
-    if cfg.schedule == "constant":
-        return cfg.lr
-    final = cfg.lr * cfg.final_lr_fraction
-    warmup = int(total * cfg.warmup_fraction) if cfg.schedule == "onecycle" else 0
-    if step < warmup:
-        return cfg.lr * (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, total - warmup - 1))
-    return final + (cfg.lr - final) * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-def make_optimizer(net: torch.nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
-    # No weight decay on biases and batch-norm parameters (1-D tensors): it only fights the normalisation.
-    decay = [p for p in net.parameters() if p.ndim > 1]
-    no_decay = [p for p in net.parameters() if p.ndim <= 1]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    if cfg.name == "adamw":
-        return torch.optim.AdamW(groups, lr=cfg.lr)
-    if cfg.name == "sgd":
-        return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=True)
-    raise PretrainError(f"unknown optimizer {cfg.name!r}; use 'adamw' or 'sgd'")
-
-
-def losses(out, batch: dict[str, torch.Tensor], label_smoothing: float) -> dict[str, torch.Tensor]:
-    """Per-batch losses: policy (masked to legal actions, weighted to non-forced), value, moves-left."""
-    logits = out.policy_logits.float().masked_fill(~batch["legal"], float("-inf"))
-    log_p = torch.log_softmax(logits, dim=1)
-    expert = -log_p.gather(1, batch["action"][:, None]).squeeze(1)
-    if label_smoothing > 0:
-        n_legal = batch["legal"].sum(dim=1).clamp(min=1)
-        uniform = -log_p.masked_fill(~batch["legal"], 0.0).sum(dim=1) / n_legal
-        expert = (1 - label_smoothing) * expert + label_smoothing * uniform
-    w = batch["policy_weight"]
-    result = {
-        "policy": (expert * w).sum() / w.sum().clamp(min=1.0),
-        "value": F.cross_entropy(out.wdl_logits.float(), batch["wdl"]),
-    }
-    if out.moves_left is not None:
-        result["moves_left"] = F.smooth_l1_loss(out.moves_left.float() / MOVES_LEFT_SCALE,
-                                                batch["moves_left"] / MOVES_LEFT_SCALE)
-    return result
-
-
-def to_device(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
-    return {k: torch.from_numpy(v).to(device, non_blocking=True) for k, v in batch.items()}
 
 
 class BatchOrder:
@@ -153,10 +91,6 @@ class BatchOrder:
         return np.sort(self._perm[i * self.batch_size:(i + 1) * self.batch_size])
 
 
-def autocast(device: torch.device):
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
-
-
 @torch.inference_mode()
 def predict(net: torch.nn.Module, data: PretrainDataset, rows: np.ndarray, device: torch.device, batch: int,
             progress: bool = False) -> dict[str, np.ndarray]:
@@ -171,17 +105,18 @@ def predict(net: torch.nn.Module, data: PretrainDataset, rows: np.ndarray, devic
     for start in tqdm(range(0, len(rows), batch), desc="evaluating", unit=" batches", disable=not progress,
                       leave=False):
         sl = slice(start, start + batch)
-        b = to_device(data.batch(rows[sl]), device)
+        b = data.samples(rows[sl]).to_batch(device)
+        action = torch.from_numpy(data.arrays["action"][rows[sl]].astype(np.int64)).to(device)[:, None]
         with autocast(device):
-            out = net(b["planes"])
-        logits = out.policy_logits.float().masked_fill(~b["legal"], float("-inf"))
-        expert_logit = logits.gather(1, b["action"][:, None])
+            out = net(b.planes)
+        logits = out.policy_logits.float().masked_fill(~b.legal, float("-inf"))
+        expert_logit = logits.gather(1, action)
         rank[sl] = (logits > expert_logit).sum(dim=1).cpu().numpy()
-        p_expert[sl] = torch.softmax(logits, dim=1).gather(1, b["action"][:, None]).squeeze(1).cpu().numpy()
+        p_expert[sl] = torch.softmax(logits, dim=1).gather(1, action).squeeze(1).cpu().numpy()
         wdl[sl] = torch.softmax(out.wdl_logits.float(), dim=1).cpu().numpy()
         if out.moves_left is not None:
             moves_left[sl] = out.moves_left.float().cpu().numpy()
-        n_actions[sl] = b["legal"].sum(dim=1).cpu().numpy()
+        n_actions[sl] = b.legal.sum(dim=1).cpu().numpy()
     return {"rank": rank, "p_expert": p_expert, "wdl": wdl, "moves_left": moves_left, "n_actions": n_actions}
 
 
@@ -347,7 +282,11 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
     torch.manual_seed(cfg.seed)
 
     net = PolicyValueNet(cfg.network).to(device)
-    opt = make_optimizer(net, cfg.optim)
+    try:
+        learner = Learner(net, cfg.optim, cfg.heads, device, cfg.label_smoothing, cfg.compile)
+    except ValueError as exc:
+        raise PretrainError(str(exc)) from None
+    opt = learner.optimizer
     step = 0
     wandb_id = None
     last = run_dir / "last.pt"
@@ -377,7 +316,6 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
     if 0 < cfg.val_positions < len(val_rows):
         val_rows = np.sort(np.random.default_rng([cfg.seed, 1]).choice(val_rows, cfg.val_positions, replace=False))
     order = BatchOrder(train_rows, cfg.batch_size, cfg.seed)
-    model = torch.compile(net) if cfg.compile else net
     logger = _Logger(cfg, run_dir, wandb_id)
     provenance = {
         "dataset": str(data_dir), "source": data.attrs.get("source"), "source_sha256": data.attrs.get("source_sha256"),
@@ -405,26 +343,13 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
             checkpoint(last)
             bar.write(f"time limit of {cfg.max_minutes} minutes reached at step {step}/{cfg.steps}")
             break
-        net.train()
         lr = lr_at(cfg.optim, step, cfg.steps)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        batch = to_device(data.batch(order.at(step)), device)
-        with autocast(device):
-            out_ = model(batch["planes"])
-        parts = losses(out_, batch, cfg.label_smoothing)
-        loss = parts["policy"] + cfg.value_weight * parts["value"]
-        if "moves_left" in parts:
-            loss = loss + cfg.moves_left_weight * parts["moves_left"]
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.optim.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.optim.grad_clip)
-        opt.step()
+        parts = learner.step(data.samples(order.at(step)), lr)
         step += 1
         bar.update(1)
-        for k, v in parts.items():
-            window.setdefault(k, []).append(v.item())
+        for k in ("policy", "value", "moves_left"):
+            if k in parts:
+                window.setdefault(k, []).append(parts[k])
         if step % cfg.log_every == 0 or step == cfg.steps:
             now = time.perf_counter()
             rate = (step - tick_step) * cfg.batch_size / max(now - tick, 1e-9)

@@ -43,6 +43,7 @@ import numpy as np
 from numba import njit
 from tqdm import tqdm
 
+from train.learning import SOURCES, Samples
 from zero import movegen
 from zero.bitboard import popcount
 from zero.encoding import action_index, count_shared_moves, legal_action_array
@@ -339,53 +340,20 @@ class PretrainDataset:
         """Row indices of a split ('train', 'val' or 'test'), ascending."""
         return np.flatnonzero(self.split == SPLITS.index(split))
 
-    def batch(self, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """Network inputs and targets for the given rows.
-
-        planes float32 [B, NUM_PLANES, 8, 8]; legal bool [B, NUM_ACTIONS]; action int64; policy_weight
-        float32 (0 for forced positions); wdl int64 (0 win, 1 draw, 2 loss for the side to move);
-        moves_left float32.
-        """
-        from zero.encoding import NUM_ACTIONS, NUM_PLANES, encode_batch, legal_mask_batch
-
+    def samples(self, rows: np.ndarray) -> Samples:
+        """Training samples of the given rows: the expert's move as a one-hot policy target (no policy
+        target where the move was forced), the game's result and its plies to go."""
         a = self.arrays
-        black = a["black"][rows].astype(np.int64)
-        white = a["white"][rows].astype(np.int64)
-        kings = a["kings"][rows].astype(np.int64)
-        btm = a["black_to_move"][rows]
-        planes = np.empty((len(rows), NUM_PLANES, 8, 8), dtype=np.float32)
-        encode_batch(black, white, kings, btm, a["no_progress"][rows].astype(np.int64),
-                     a["repetitions"][rows].astype(np.int64), planes)
-        legal = np.empty((len(rows), NUM_ACTIONS), dtype=np.bool_)
-        legal_mask_batch(black, white, kings, btm, legal)
-        return {
-            "planes": planes,
-            "legal": legal,
-            "action": a["action"][rows].astype(np.int64),
-            "policy_weight": (~a["forced"][rows]).astype(np.float32),
-            "wdl": (1 - a["result"][rows]).astype(np.int64),
-            "moves_left": a["moves_left"][rows].astype(np.float32),
-        }
-
-    def training_batch(self, rng: np.random.Generator, count: int, device):
-        """A train.trainer.Batch of `count` positions drawn uniformly from the train split (one-hot policy
-        targets on the expert move), for the self-play trainer's expert share."""
-        import torch
-
-        from train.trainer import Batch
-        from zero.encoding import NUM_ACTIONS
-
-        if not hasattr(self, "_train_rows"):
-            self._train_rows = self.rows("train")
-        rows = np.sort(rng.choice(self._train_rows, size=count))
-        b = self.batch(rows)
-        policy = np.zeros((count, NUM_ACTIONS), dtype=np.float32)
-        policy[np.arange(count), b["action"]] = 1.0
-
-        def t(x):
-            return torch.from_numpy(x).to(device)
-
-        return Batch(t(b["planes"]), t(b["legal"]), t(policy), t(b["policy_weight"]), t(b["wdl"]))
+        n = len(rows)
+        ones = np.ones(n, np.float32)
+        return Samples(
+            black=a["black"][rows], white=a["white"][rows], kings=a["kings"][rows],
+            black_to_move=a["black_to_move"][rows], no_progress=a["no_progress"][rows],
+            repetitions=a["repetitions"][rows], policy_actions=a["action"][rows, None], policy_probs=ones[:, None],
+            wdl=(1 - a["result"][rows]).astype(np.int64), moves_left=a["moves_left"][rows].astype(np.float32),
+            policy_weight=(~a["forced"][rows]).astype(np.float32), value_weight=ones, moves_left_weight=ones,
+            source=np.full(n, SOURCES.index("expert"), np.int8),
+        )
 
 
 def open_dataset(path: str | Path) -> PretrainDataset:

@@ -1,0 +1,96 @@
+"""The one training pipeline: samples from any source, one batch, one loss with a weight per head, one step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from selfplay.random_records import random_game_record
+from selfplay.replay_buffer import ReplayReader, ReplayWriter
+from train.learning import HeadWeights, Learner, OptimConfig, Samples, losses, make_optimizer, samples_from_replay
+from train.pretrain_dataset import build_dataset, open_dataset
+from zero.network import NetworkConfig, PolicyValueNet
+
+TINY = NetworkConfig(blocks=1, channels=16, policy_channels=4, value_channels=2, value_hidden=16)
+EXPERT_PDN = """[Event "a"]
+[Result "1-0"]
+1. 11-15 24-20 2. 8-11 28-24 3. 9-13 22-18 4. 15x22 25x18 5. 4-8 26-22 1-0
+
+[Event "b"]
+[Result "1/2-1/2"]
+1. 11-15 23-19 2. 8-11 22-17 3. 9-13 17x10 4. 7x14 1/2-1/2
+"""
+
+
+@pytest.fixture
+def mixed(tmp_path) -> Samples:
+    """One batch of expert positions (an OCA-style dataset) and self-play positions (a replay store)."""
+    (tmp_path / "expert.pdn").write_text(EXPERT_PDN)
+    build_dataset(tmp_path / "expert.pdn", tmp_path / "expert", progress=False)
+    expert = open_dataset(tmp_path / "expert")
+    with ReplayWriter(tmp_path / "run", 0) as writer:
+        for seed in range(2):
+            writer.append_game(random_game_record(seed, max_plies=30))
+    rows = ReplayReader(tmp_path / "run").sample(48, 1000, np.random.default_rng(0))
+    return Samples.concat([expert.samples(np.arange(len(expert))), samples_from_replay(rows)])
+
+
+def test_one_step_trains_every_head_on_a_mixed_batch(mixed):
+    torch.manual_seed(0)
+    learner = Learner(PolicyValueNet(TINY), OptimConfig(lr=3e-3, schedule="constant"), HeadWeights(),
+                      torch.device("cpu"))
+    first = learner.step(mixed, 3e-3)
+    assert {"expert/policy_loss", "selfplay/policy_loss", "expert/value_loss", "selfplay/moves_left_loss"} <= set(first)
+    for _ in range(60):
+        last = learner.step(mixed, 3e-3)
+    for head in ("policy", "value", "moves_left"):
+        assert last[head] < 0.7 * first[head], (head, first[head], last[head])
+    assert last["loss"] < first["loss"]
+
+
+def test_a_step_makes_one_forward_pass_over_the_whole_batch(mixed):
+    net = PolicyValueNet(TINY)
+    seen = []
+    net.register_forward_hook(lambda module, inputs, output: seen.append(inputs[0].shape[0]))
+    Learner(net, OptimConfig(), HeadWeights(), torch.device("cpu")).step(mixed, 1e-3)
+    assert seen == [len(mixed)]
+
+
+def test_the_batch_builder_puts_targets_on_legal_actions_only(mixed):
+    batch = mixed.to_batch(torch.device("cpu"))
+    policy, legal = batch.policy.numpy(), batch.legal.numpy()
+    weighted = batch.policy_weight.numpy() > 0
+    assert np.allclose(policy[weighted].sum(axis=1), 1.0, atol=1e-5)
+    assert not (policy[~legal] > 0).any()
+    assert set(np.unique(batch.wdl.numpy())) <= {0, 1, 2} and (batch.moves_left.numpy() >= 1).all()
+
+
+def test_head_weights_and_label_smoothing():
+    torch.manual_seed(1)
+    net = PolicyValueNet(TINY)
+    samples = Samples(
+        black=np.array([0xFFF], np.uint32), white=np.array([0xFFF00000], np.uint32), kings=np.zeros(1, np.uint32),
+        black_to_move=np.ones(1, bool), no_progress=np.zeros(1, np.int64), repetitions=np.ones(1, np.int64),
+        policy_actions=np.array([[-1]], np.int16), policy_probs=np.zeros((1, 1), np.float32),
+        wdl=np.array([1]), moves_left=np.array([40.0], np.float32), policy_weight=np.zeros(1, np.float32),
+        value_weight=np.ones(1, np.float32), moves_left_weight=np.zeros(1, np.float32), source=np.zeros(1, np.int8))
+    batch = samples.to_batch(torch.device("cpu"))
+    parts = losses(net(batch.planes), batch)
+    # A head without weight contributes nothing, whatever its error.
+    assert parts["policy"].item() == 0 and parts["moves_left"].item() == 0 and parts["value"].item() > 0
+    # Smoothing spreads the target over the legal actions only: with no target mass it is the mean
+    # cross-entropy of the uniform distribution over the 7 legal moves, which stays finite.
+    samples.policy_weight[:] = 1
+    smoothed = losses(net(samples.to_batch(torch.device("cpu")).planes), samples.to_batch(torch.device("cpu")),
+                      label_smoothing=1.0)["policy"].item()
+    assert np.isfinite(smoothed) and smoothed > 0
+
+
+def test_no_weight_decay_on_biases_and_batch_norm():
+    net = PolicyValueNet(TINY)
+    optimizer = make_optimizer(net, OptimConfig(weight_decay=0.1))
+    for group in optimizer.param_groups:
+        assert all(p.ndim > 1 for p in group["params"]) == (group["weight_decay"] == 0.1)
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        make_optimizer(net, OptimConfig(name="bogus"))

@@ -1,0 +1,273 @@
+"""The one training pipeline: samples from any source -> one batch -> one loss with a weight per head -> one step.
+
+Pretraining on expert games (train.pretrain) and the self-play trainer (train.trainer) are two
+configurations of it; they differ in where samples come from and in the learning-rate schedule.
+
+A sample is a position (compact board masks and draw-rule counters) with a target per head:
+- policy: a distribution over the legal actions, stored sparsely (action indices and probabilities): a
+  search's visit shares, or one action with probability 1 for an expert's move;
+- value: the game's result for the side to move (win, draw, loss);
+- moves left: the plies from the position to the end of its game;
+and a weight per head and sample. A forced move or a fast playout-cap search carries no policy target
+(weight 0), and a source that knows nothing of a head (a database value, say) gives it weight 0.
+
+Each head's loss is the weighted mean over the batch, and the step minimises the sum of the heads' losses
+times HeadWeights. The whole batch, whatever its sources, goes through the network in one forward pass,
+so batch normalisation sees the mixed batch the network is later asked about.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from zero.encoding import NUM_ACTIONS, NUM_PLANES, encode_batch, legal_mask_batch
+
+# The moves-left loss compares prediction / scale with target / scale (a smooth L1 in units of 50 plies),
+# so that its size is comparable with the cross-entropies of the other heads.
+MOVES_LEFT_SCALE = 50.0
+SOURCES = ("expert", "selfplay")  # what Samples.source indexes
+
+
+@dataclass
+class HeadWeights:
+    """Weight of each head's loss in the total."""
+
+    policy: float = 1.0
+    value: float = 1.0
+    moves_left: float = 0.1
+
+    def validate(self) -> None:
+        if min(self.policy, self.value, self.moves_left) < 0:
+            raise ValueError("head weights must not be negative")
+
+
+@dataclass
+class OptimConfig:
+    """The optimizer and its learning-rate schedule."""
+
+    name: str = "adamw"  # "adamw" or "sgd" (with Nesterov momentum)
+    lr: float = 2e-3  # peak learning rate
+    weight_decay: float = 1e-4
+    momentum: float = 0.9  # SGD only
+    schedule: str = "onecycle"  # "onecycle" (linear warm-up, cosine down), "cosine" (no warm-up), "constant"
+    warmup_fraction: float = 0.05  # of all steps, for onecycle
+    final_lr_fraction: float = 0.02  # the learning rate at the last step, as a fraction of lr
+    grad_clip: float = 1.0  # max gradient norm (0 = off)
+
+    def validate(self) -> None:
+        if self.name not in ("adamw", "sgd"):
+            raise ValueError(f"unknown optimizer {self.name!r}; use 'adamw' or 'sgd'")
+        if self.schedule not in ("onecycle", "cosine", "constant"):
+            raise ValueError(f"unknown schedule {self.schedule!r}; use 'onecycle', 'cosine' or 'constant'")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"the learning rate must be positive, not {self.lr}")
+        if self.weight_decay < 0 or self.grad_clip < 0 or not 0 <= self.momentum < 1:
+            raise ValueError("weight_decay and grad_clip must not be negative, momentum must lie in [0, 1)")
+
+
+def lr_at(cfg: OptimConfig, step: int, total: int) -> float:
+    """Learning rate for a step (0-based) of a run of `total` steps."""
+    if cfg.schedule == "constant":
+        return cfg.lr
+    final = cfg.lr * cfg.final_lr_fraction
+    warmup = int(total * cfg.warmup_fraction) if cfg.schedule == "onecycle" else 0
+    if step < warmup:
+        return cfg.lr * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup - 1))
+    return final + (cfg.lr - final) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def make_optimizer(net: torch.nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
+    cfg.validate()
+    # No weight decay on biases and batch-norm parameters (1-D tensors): it only fights the normalisation.
+    decay = [p for p in net.parameters() if p.ndim > 1]
+    no_decay = [p for p in net.parameters() if p.ndim <= 1]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if cfg.name == "adamw":
+        return torch.optim.AdamW(groups, lr=cfg.lr)
+    return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=True)
+
+
+@dataclass
+class Samples:
+    """N training samples as columns (see the module doc)."""
+
+    black: np.ndarray  # uint32 [N] board masks, bit s-1 = square s (the real board, not the mover's view)
+    white: np.ndarray
+    kings: np.ndarray
+    black_to_move: np.ndarray  # bool [N]
+    no_progress: np.ndarray  # int [N] plies since the last capture or man move
+    repetitions: np.ndarray  # int [N] occurrences of the position so far (1 = first)
+    policy_actions: np.ndarray  # int [N, K] perspective action indices (zero.encoding), -1 = empty slot
+    policy_probs: np.ndarray  # float32 [N, K] target probability of each action
+    wdl: np.ndarray  # int64 [N] 0 win, 1 draw, 2 loss for the side to move
+    moves_left: np.ndarray  # float32 [N] plies to the end of the game
+    policy_weight: np.ndarray  # float32 [N]
+    value_weight: np.ndarray  # float32 [N]
+    moves_left_weight: np.ndarray  # float32 [N]
+    source: np.ndarray  # int8 [N] index into SOURCES
+
+    def __len__(self) -> int:
+        return len(self.black)
+
+    @classmethod
+    def concat(cls, parts: list["Samples"]) -> "Samples":
+        width = max(p.policy_actions.shape[1] for p in parts)
+        columns = {}
+        for f in fields(cls):
+            values = [getattr(p, f.name) for p in parts]
+            if f.name in ("policy_actions", "policy_probs"):
+                fill = -1 if f.name == "policy_actions" else 0
+                values = [np.pad(v, ((0, 0), (0, width - v.shape[1])), constant_values=fill) for v in values]
+            columns[f.name] = np.concatenate(values)
+        return cls(**columns)
+
+    def to_batch(self, device: torch.device) -> "Batch":
+        """The network inputs and dense targets of these samples, on `device` (the one batch builder)."""
+        n = len(self)
+        black, white, kings = (np.asarray(x, np.int64) for x in (self.black, self.white, self.kings))
+        btm = np.asarray(self.black_to_move, np.bool_)
+        planes = np.empty((n, NUM_PLANES, 8, 8), dtype=np.float32)
+        encode_batch(black, white, kings, btm, np.asarray(self.no_progress, np.int64),
+                     np.asarray(self.repetitions, np.int64), planes)
+        legal = np.empty((n, NUM_ACTIONS), dtype=np.bool_)
+        legal_mask_batch(black, white, kings, btm, legal)
+        actions = np.asarray(self.policy_actions, np.int64)
+        used = actions >= 0
+        policy = np.zeros((n, NUM_ACTIONS), dtype=np.float32)
+        np.add.at(policy, (np.nonzero(used)[0], actions[used]), np.asarray(self.policy_probs, np.float32)[used])
+
+        def tensor(x: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(np.ascontiguousarray(x)).to(device, non_blocking=True)
+
+        return Batch(
+            planes=tensor(planes), legal=tensor(legal), policy=tensor(policy),
+            wdl=tensor(np.asarray(self.wdl, np.int64)), moves_left=tensor(np.asarray(self.moves_left, np.float32)),
+            policy_weight=tensor(np.asarray(self.policy_weight, np.float32)),
+            value_weight=tensor(np.asarray(self.value_weight, np.float32)),
+            moves_left_weight=tensor(np.asarray(self.moves_left_weight, np.float32)),
+            source=tensor(np.asarray(self.source, np.int64)),
+        )
+
+
+@dataclass
+class Batch:
+    """Tensors of one training batch, on the training device."""
+
+    planes: torch.Tensor  # float32 [B, NUM_PLANES, 8, 8]
+    legal: torch.Tensor  # bool [B, NUM_ACTIONS]
+    policy: torch.Tensor  # float32 [B, NUM_ACTIONS] target distribution over the legal actions
+    wdl: torch.Tensor  # int64 [B]
+    moves_left: torch.Tensor  # float32 [B]
+    policy_weight: torch.Tensor  # float32 [B]
+    value_weight: torch.Tensor
+    moves_left_weight: torch.Tensor
+    source: torch.Tensor  # int64 [B]
+
+
+def samples_from_replay(rows: dict[str, np.ndarray]) -> Samples:
+    """Samples from replay-store rows (selfplay.replay_buffer.ReplayReader.sample): the search's visit shares
+    as the policy target (full searches only), the game's result and its length to go."""
+    n = len(rows["black"])
+    ones = np.ones(n, np.float32)
+    return Samples(
+        black=rows["black"], white=rows["white"], kings=rows["kings"], black_to_move=rows["black_to_move"],
+        no_progress=rows["no_progress"], repetitions=rows["repetitions"],
+        policy_actions=rows["policy_actions"], policy_probs=rows["policy_visits"],
+        wdl=(1 - rows["result"].astype(np.int64)),  # +1 win -> 0, 0 draw -> 1, -1 loss -> 2
+        moves_left=rows["moves_left"].astype(np.float32),
+        policy_weight=(rows["full_search"] & ~rows["forced"]).astype(np.float32), value_weight=ones,
+        moves_left_weight=ones, source=np.full(n, SOURCES.index("selfplay"), np.int8),
+    )
+
+
+def losses(out, batch: Batch, label_smoothing: float = 0.0) -> dict[str, torch.Tensor]:
+    """Each head's loss, a weighted mean over the batch (a head with no weight anywhere gives 0).
+
+    policy: cross-entropy of the target over the legal actions (illegal logits masked out), optionally
+    smoothed towards the uniform distribution over the legal actions; value: win/draw/loss cross-entropy;
+    moves_left: smooth L1 in units of MOVES_LEFT_SCALE plies (only for a network with that head)."""
+
+    def weighted(per_sample: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return (per_sample * weight).sum() / weight.sum().clamp(min=1e-6)
+
+    log_p = torch.log_softmax(out.policy_logits.float().masked_fill(~batch.legal, float("-inf")), dim=1)
+    log_p = log_p.masked_fill(~batch.legal, 0.0)  # -inf * 0 would be nan
+    policy = -(batch.policy * log_p).sum(dim=1)
+    if label_smoothing > 0:
+        uniform = -log_p.sum(dim=1) / batch.legal.sum(dim=1).clamp(min=1)
+        policy = (1 - label_smoothing) * policy + label_smoothing * uniform
+    result = {
+        "policy": weighted(policy, batch.policy_weight),
+        "value": weighted(F.cross_entropy(out.wdl_logits.float(), batch.wdl, reduction="none"), batch.value_weight),
+    }
+    if out.moves_left is not None:
+        per_sample = F.smooth_l1_loss(out.moves_left.float() / MOVES_LEFT_SCALE, batch.moves_left / MOVES_LEFT_SCALE,
+                                      reduction="none")
+        result["moves_left"] = weighted(per_sample, batch.moves_left_weight)
+    return result
+
+
+def total_loss(parts: dict[str, torch.Tensor], heads: HeadWeights) -> torch.Tensor:
+    return sum(getattr(heads, name) * value for name, value in parts.items())
+
+
+def autocast(device: torch.device):
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+
+class Learner:
+    """A network, its optimizer and the one training step."""
+
+    def __init__(self, net: torch.nn.Module, optim: OptimConfig, heads: HeadWeights, device: torch.device,
+                 label_smoothing: float = 0.0, compile: bool = False) -> None:
+        heads.validate()
+        self.net = net.to(device).train()
+        self.model = torch.compile(self.net) if compile else self.net
+        self.optim = optim
+        self.optimizer = make_optimizer(self.net, optim)
+        self.heads = heads
+        self.device = device
+        self.label_smoothing = label_smoothing
+
+    def step(self, samples: Samples, lr: float) -> dict[str, float]:
+        """One update on the samples; returns each head's loss, the total, and per source the heads' losses
+        on that source's part of the batch (from the same forward pass)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.net.train()
+        batch = samples.to_batch(self.device)
+        with autocast(self.device):
+            out = self.model(batch.planes)
+        parts = losses(out, batch, self.label_smoothing)
+        loss = total_loss(parts, self.heads)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.optim.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.optim.grad_clip)
+        self.optimizer.step()
+        metrics = {"loss": loss.item(), **{name: value.item() for name, value in parts.items()}}
+        sources = np.unique(samples.source)
+        if len(sources) > 1:
+            with torch.no_grad():
+                for index in sources:
+                    mask = batch.source == int(index)
+                    part = losses(_select(out, mask), _select(batch, mask), self.label_smoothing)
+                    for name, value in part.items():
+                        metrics[f"{SOURCES[index]}/{name}_loss"] = value.item()
+        else:
+            for name in parts:
+                metrics[f"{SOURCES[int(sources[0])]}/{name}_loss"] = metrics[name]
+        return metrics
+
+
+def _select(item, mask: torch.Tensor):
+    """The rows of a Batch or a network output that the mask selects."""
+    if isinstance(item, Batch):
+        return Batch(**{f.name: getattr(item, f.name)[mask] for f in fields(Batch)})
+    return type(item)(*(None if t is None else t.detach()[mask] for t in item))
