@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+import tracemalloc
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,7 +14,7 @@ from play.cli import main
 from zero.data import data_file
 from zero.game import Move, Position
 from zero.notation import fen_to_position
-from zero.pdn import PdnError, PdnGame, read_pdn, read_pdn_text, write_game
+from zero.pdn import MAX_LINE, MAX_PLIES, MAX_TAG, MAX_TAGS, PdnError, PdnGame, read_pdn, read_pdn_text, write_game
 
 
 def read_all(text: str) -> list[PdnGame | PdnError]:
@@ -178,6 +179,63 @@ def test_unterminated_comment_fails_that_game_only():
     assert "comment opened on line 7 is never closed" in items[1].reason
     after_result = read_all(GAME_ONE + "{ trailing")
     assert isinstance(after_result[0], PdnGame) and "never closed" in after_result[1].reason
+
+
+HUGE = 2_000_000  # characters: over MAX_LINE; the tag pattern used to keep ~400 bytes per character of it
+
+
+def assert_small_and_quick(read, budget: int) -> list[PdnGame | PdnError]:
+    """`read()` must take under 2 s and, run again under tracemalloc (which slows it), peak under `budget` bytes."""
+    read_all(GAME_ONE)  # the replay kernel loaded before the clock starts
+    started = time.perf_counter()
+    items = list(read())
+    assert time.perf_counter() - started < 2
+    tracemalloc.start()
+    try:
+        list(read())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < budget, f"peak {peak} bytes"
+    return items
+
+
+@pytest.mark.parametrize("huge_line", [
+    '[Event "' + "a" * HUGE + '"]',
+    '[Event "' + "a" * HUGE,
+    ")" * HUGE,
+    "{open comment\n" + "(" * HUGE,  # the over-long line closes the comment: its end cannot be found
+])
+def test_over_long_line_fails_its_game_in_bounded_memory(huge_line, tmp_path):
+    text = GAME_ONE + '\n[Event "huge"]\n1. 11-15\n' + huge_line + "\n24-20 *\n\n" + GAME_ONE
+    lines = text.splitlines(keepends=True)
+    path = tmp_path / "huge.pdn"
+    path.write_text(text)
+    for source in (lines, path):
+        first, bad, third = assert_small_and_quick(lambda: read_pdn(source), budget=HUGE // 4)
+        assert isinstance(first, PdnGame) and isinstance(third, PdnGame) and third.index == 3
+        assert isinstance(bad, PdnError) and bad.line == 6
+        assert f"line {bad.error_line}: line longer than {MAX_LINE} characters, not read" in bad.reason
+
+
+def test_over_long_tag_and_header_and_game_fail_that_game_only():
+    cases = {
+        '[Event "' + "a" * (MAX_TAG + 1) + '"]\n11-15 *': f"tag Event longer than {MAX_TAG} characters",
+        "".join(f'[T{k} "x"]\n' for k in range(MAX_TAGS + 1)) + "11-15 *": f"more than {MAX_TAGS} tags",
+        "11-15 24-20 " * (MAX_PLIES // 2) + "9-13 *": f"more than {MAX_PLIES} moves",
+    }
+    for text, words in cases.items():
+        first, bad, third = read_all(GAME_ONE + "\n" + text + "\n\n" + GAME_ONE)
+        assert isinstance(first, PdnGame) and isinstance(third, PdnGame)
+        assert isinstance(bad, PdnError) and words in bad.reason, bad
+
+
+def test_huge_game_in_short_lines_is_not_held():
+    text = '[Event "long"]\n' + ("11-15 24-20 " * 5000 + "\n") * 20 + "*\n\n" + GAME_ONE
+    lines = text.splitlines(keepends=True)
+    # the budget holds MAX_PLIES move texts (~0.7 MB), whatever the game's length (1.2 MB here; 58 MB held before)
+    bad, good = assert_small_and_quick(lambda: read_pdn(lines), budget=1_000_000)
+    assert "more than" in bad.reason and isinstance(good, PdnGame)
 
 
 def test_header_without_moves_and_repeated_tags():

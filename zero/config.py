@@ -9,6 +9,7 @@ outputs so the run can be reproduced and resumed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -196,8 +197,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary name beside the target, fsync, then rename: readers see old or new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # Left behind, a partial file keeps its disk space (one more per restarted process, as the name
+        # carries the pid) on the very disk that is full, and litters the run directory.
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise

@@ -6,7 +6,8 @@ Reading
     not be read or replayed; it is skipped and the following games keep coming). The iterator itself raises
     nothing for bad content: every problem in the text becomes a `PdnError` record carrying the game's
     1-based index, the line its text starts on and the reason. Only I/O failures (a missing file) raise.
-    `read_pdn_text(text)` does the same for a string.
+    `read_pdn_text(text)` does the same for a string. `bounded_lines(handle)` gives an open file's lines as
+    read_pdn reads a path's, never holding an over-long line whole (for callers that pass their own lines).
 
     Syntax handled: `[Tag "value"]` headers (backslash escapes in values), `{...}` comments spanning lines
     with anything inside, `;` comments to the end of the line, `(...)` variations (nested, skipped),
@@ -19,6 +20,13 @@ Reading
     A game whose text ends without a result still yields, with the Result tag's value or `*`; a result in
     the moves that contradicts the Result tag (other than `*`) fails the game, as one of them is wrong.
     Move numbers are skipped, not checked against the ply (archives number loosely after a FEN start).
+
+    Limits keep memory bounded on hostile or broken files (real archives are far inside them: OCA 2.0's
+    longest line has 88 characters, its longest game 239 plies, its largest header 7 tags): a line longer than
+    MAX_LINE characters is not read (when a path is given it is not even held whole) and fails the game it
+    falls in, closing any comment open there, since where that comment ends cannot be known without reading
+    the line; a tag value longer than MAX_TAG, a header with more than MAX_TAGS tags, or more than MAX_PLIES
+    moves fail their game and nothing more of it is kept. Reading goes on with the next game.
 
     A move written with `x` that is not a capture (or `-` for a capture) is accepted, as human archives
     are loose about the mark; text glued onto a move (`8-11Redoverstepped...`) is reported, not guessed at.
@@ -44,8 +52,7 @@ import io
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -55,6 +62,10 @@ from zero.game import Move, Position
 from zero.notation import NotationError, fen_to_position, resolve_move
 
 RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
+MAX_LINE = 65_536  # characters, line end included
+MAX_TAG = 4_096  # characters in one tag value
+MAX_TAGS = 256  # tags in one header
+MAX_PLIES = 10_000  # moves in one game
 # Tournament score forms some archives use, mapped to the standard results.
 _RESULT_ALIASES = {"2-0": "1-0", "0-2": "0-1", "1-1": "1/2-1/2"}
 
@@ -101,12 +112,15 @@ class PdnGame:
 # ---------------------------------------------------------------------------------------------- tokenizer
 
 _DELIM = r"\s{}()\[\];"
+# The tag value is written as runs of plain characters between escapes: a repeated one-character class keeps
+# no backtracking state per character, where `(?:[^"\\]|\\.)*` kept some 400 bytes per character (gigabytes
+# for a long tag line).
 _TOKEN = re.compile(
     r"\s*(?:"
     r"(?P<result>(?:1/2-1/2|1-0|0-1|2-0|0-2|1-1|\*)(?![^" + _DELIM + r"]))"
     r"|(?P<move>(?P<squares>\d{1,2}(?:[-x:]\d{1,2})+)[!?]*(?P<glued>[^" + _DELIM + r"]*))"
     r"|(?P<number>\d+\.+)"
-    r"|(?P<tag>\[\s*(?P<name>[A-Za-z0-9_]+)\s*\"(?P<value>(?:[^\"\\]|\\.)*)\"\s*\])"
+    r"|(?P<tag>\[\s*(?P<name>[A-Za-z0-9_]+)\s*\"(?P<value>[^\"\\]*(?:\\.[^\"\\]*)*)\"\s*\])"
     r"|(?P<badtag>\[[^\]]*\]?)"
     r"|(?P<comment>\{)"
     r"|(?P<nag>\$\d+|[!?]+)"
@@ -149,8 +163,18 @@ class _Draft:
 def _lines_of(source: str | os.PathLike | Iterable[str]) -> tuple[Iterable[str], io.TextIOBase | None]:
     if isinstance(source, (str, os.PathLike)):
         handle = open(source, encoding="utf-8-sig", errors="replace", newline=None)
-        return handle, handle
+        return bounded_lines(handle), handle
     return source, None
+
+
+def bounded_lines(handle: io.TextIOBase) -> Iterator[str]:
+    """The file's lines, an over-long one cut to MAX_LINE + 1 characters (enough for the reader to refuse it),
+    its rest skipped piece by piece, so that a file of one huge line is never held whole."""
+    while line := handle.readline(MAX_LINE + 1):
+        if len(line) > MAX_LINE and not line.endswith("\n"):
+            while (rest := handle.readline(MAX_LINE)) and not rest.endswith("\n"):
+                pass
+        yield line
 
 
 def read_pdn(source: str | os.PathLike | Iterable[str]) -> Iterator[PdnGame | PdnError]:
@@ -185,6 +209,15 @@ def _drafts(lines: Iterable[str]) -> Iterator[_Draft]:
         lineno += 1
         if lineno == 1 and line.startswith("\ufeff"):
             line = line[1:]
+        if len(line) > MAX_LINE:
+            # An open comment may end in the unread line. Taking it as ended risks only junk read into this
+            # failed game; taking it as open could swallow the games after it.
+            comment_line = 0
+            done, game = _draft_for_text(game, lineno)
+            if done is not None:
+                yield done
+            game.fail(f"line longer than {MAX_LINE} characters, not read", lineno)
+            continue
         pos = 0
         end = len(line)
         if comment_line:
@@ -217,17 +250,19 @@ def _drafts(lines: Iterable[str]) -> Iterator[_Draft]:
                     game = None
                 if game is None:
                     game = _Draft(lineno)
+                value = m.group("value")
                 if kind == "badtag":
                     game.fail(f"malformed tag {_shown(m.group())}", lineno)
+                elif len(value) > MAX_TAG:
+                    game.fail(f"tag {name} longer than {MAX_TAG} characters", lineno)
+                elif len(game.tags) >= MAX_TAGS:
+                    game.fail(f"more than {MAX_TAGS} tags", lineno)
                 else:
-                    value = m.group("value")
                     game.tags[name] = _UNESCAPE.sub(r"\1", value) if "\\" in value else value
                 continue
-            if game is None:
-                game = _Draft(lineno)
-            elif game.result is not None:
-                yield game
-                game = _Draft(lineno)
+            done, game = _draft_for_text(game, lineno)
+            if done is not None:
+                yield done
             if game.depth:
                 if kind == "open":
                     game.depth += 1
@@ -237,8 +272,11 @@ def _drafts(lines: Iterable[str]) -> Iterator[_Draft]:
             if kind == "move":
                 if m.group("glued"):
                     game.fail(f"text glued onto move {_shown(m.group('move'))}", lineno)
-                game.texts.append(m.group("squares"))
-                game.lines.append(lineno)
+                if len(game.texts) < MAX_PLIES:
+                    game.texts.append(m.group("squares"))
+                    game.lines.append(lineno)
+                else:
+                    game.fail(f"more than {MAX_PLIES} moves", lineno)
             elif kind == "number" or kind == "nag":
                 pass
             elif kind == "result":
@@ -261,6 +299,15 @@ def _drafts(lines: Iterable[str]) -> Iterator[_Draft]:
         if game.depth:
             game.fail(f"variation opened on line {game.depth_line} is never closed", game.depth_line)
         yield game
+
+
+def _draft_for_text(game: _Draft | None, lineno: int) -> tuple[_Draft | None, _Draft]:
+    """(a finished game to hand out first or None, the game that text on line `lineno` belongs to)."""
+    if game is None:
+        return None, _Draft(lineno)
+    if game.result is not None:
+        return game, _Draft(lineno)
+    return None, game
 
 
 def _shown(text: str, limit: int = 40) -> str:

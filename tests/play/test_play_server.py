@@ -4,27 +4,47 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
+import struct
+import threading
+import time
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from play.cli import build_parser
+from play.engine import Engine
 from zero.pdn import PdnGame, read_pdn_text
-from play.server import DEFAULT_HOST, PlayServer, start_in_thread
+from play.server import (DEFAULT_HOST, MAX_SIMULATIONS, Limits, PlayServer, host_allowed, machine_names,
+                         start_in_thread)
 
 
 @pytest.fixture(scope="module")
 def server(engine):
-    srv, stop = start_in_thread(engine)
+    """The server most tests share; they make more games from one address than a person would."""
+    srv, stop = start_in_thread(engine, limits=Limits(max_games=1000, max_games_per_client=1000))
     yield srv
     stop()
 
 
+@contextmanager
+def serving(engine, limits: Limits = Limits()):
+    """A server of its own for a test that fills or stalls it."""
+    srv, stop = start_in_thread(engine, limits=limits)
+    try:
+        yield srv
+    finally:
+        stop()
+
+
 def call(server, method: str, path: str, body=None, raw: bytes | None = None,
-         headers: dict[str, str] | None = None) -> tuple[int, dict | str]:
+         headers: dict[str, str] | None = None, client: str = "127.0.0.1",
+         timeout: float = 60) -> tuple[int, dict | str]:
+    """One request; `client` is the loopback address it comes from (127.0.0.0/8 all reach the server)."""
     host, port = server.server_address[:2]
-    conn = http.client.HTTPConnection(host, port, timeout=60)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout, source_address=(client, 0))
     payload = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     conn.request(method, path, body=payload, headers=headers or {"Content-Type": "application/json"})
     res = conn.getresponse()
@@ -35,8 +55,8 @@ def call(server, method: str, path: str, body=None, raw: bytes | None = None,
     return res.status, data
 
 
-def new_game(server, **fields) -> dict:
-    status, state = call(server, "POST", "/api/games", fields or {"level": "beginner"})
+def new_game(server, client: str = "127.0.0.1", **fields) -> dict:
+    status, state = call(server, "POST", "/api/games", fields or {"level": "beginner"}, client=client)
     assert status == 200, state
     return state
 
@@ -188,4 +208,203 @@ def test_requests_another_site_could_make_are_refused(server):
                           headers={"Content-Type": "application/json", "Host": "evil.example:8000"})
     assert status == 403 and "localhost" in answer["error"]  # DNS rebinding: the page names its own host
     assert call(server, "GET", "/", headers={"Host": "evil.example"})[0] == 403
-    assert call(server, "GET", f"/api/games/{gid}", headers={"Host": "localhost:1234"}) == (200, state)
+    for host in ("localhost:1234", "127.0.0.1", f"{socket.gethostname()}:8000", "[::1]:8000"):
+        assert call(server, "GET", f"/api/games/{gid}", headers={"Host": host}) == (200, state), host
+
+
+def test_host_check_holds_on_any_bind():
+    # Bound to 0.0.0.0, a connection's local address is the one the client reached: that and the machine's
+    # names pass, any other name (a rebinding page's own) does not.
+    names = machine_names() | {"0.0.0.0"}  # as PlayServer adds its bound address
+    assert host_allowed("192.168.1.5:8000", "192.168.1.5", names)
+    assert host_allowed("0.0.0.0:8000", "127.0.0.1", names)  # the address the server prints as its url
+    assert host_allowed(socket.gethostname().upper(), "192.168.1.5", names)
+    assert not host_allowed("evil.example:8000", "192.168.1.5", names)
+    assert not host_allowed("10.0.0.9:8000", "192.168.1.5", names)
+    assert not host_allowed("", "192.168.1.5", names)
+
+
+# ------------------------------------------------------------------------------- hostile clients
+
+@pytest.mark.parametrize(("raw", "headers", "status"), [
+    (b'{"sims": ' + b"1" * 5000 + b"}", {}, 400),  # json refuses to convert over 4,300 digits
+    (b"[" * 30_000 + b"]" * 30_000, {}, 400),  # nested deeper than the recursion limit
+    (b"{}", {"Content-Length": "\u00b2"}, 400),  # a digit to str.isdigit, not to int
+    (b"{}", {"Content-Length": "9" * 5000}, 413),
+])
+def test_hostile_bodies_get_4xx(server, raw, headers, status):
+    conn = http.client.HTTPConnection(*server.server_address[:2], timeout=30)
+    conn.putrequest("POST", "/api/games")
+    for name, value in {"Host": "localhost", "Content-Type": "application/json",
+                        "Content-Length": str(len(raw)), **headers}.items():
+        conn.putheader(name, value)
+    conn.endheaders(raw)
+    res = conn.getresponse()
+    answer = json.loads(res.read())
+    conn.close()
+    assert res.status == status, answer
+
+
+def test_deep_values_in_fields_get_4xx(server):
+    # Nesting just inside what the parser takes must not fail when the error message shows the value.
+    gid = new_game(server)["id"]
+    for depth in range(900, 1000, 4):
+        status, answer = call(server, "POST", f"/api/games/{gid}/move", raw=b'{"move": %s}' % (
+            b"[" * depth + b"]" * depth))
+        assert 400 <= status < 500, (depth, answer)
+
+
+def test_work_per_request_is_bounded(server):
+    assert MAX_SIMULATIONS == 4096
+    for sims in (MAX_SIMULATIONS + 1, 20_000, 100_000):
+        status, answer = call(server, "POST", "/api/games", {"sims": sims})
+        assert status == 400 and f"between 1 and {MAX_SIMULATIONS}" in answer["error"]
+    gid = new_game(server, sims=MAX_SIMULATIONS)["id"]
+    status, answer = call(server, "POST", f"/api/games/{gid}/level", {"sims": 20_000})
+    assert status == 400 and call(server, "GET", f"/api/games/{gid}")[1]["budget"] == "4096 simulations"
+
+
+class GatedEngine(Engine):
+    """The test's engine: each search waits until the test lets it go on (a search of any length)."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine.evaluator, engine.checkpoint, engine.search_config)
+        self.searching = threading.Event()
+        self.go_on = threading.Event()
+
+    def analyse(self, game, budget):
+        self.searching.set()
+        assert self.go_on.wait(60)
+        return super().analyse(game, budget)
+
+
+def test_requests_that_need_no_engine_do_not_wait_on_a_search(engine):
+    gated = GatedEngine(engine)
+    with serving(gated) as srv:
+        searched = new_game(srv, color="white", level="beginner")["id"]
+        other = new_game(srv)["id"]
+        answers = []
+        mover = threading.Thread(target=lambda: answers.append(call(srv, "POST", f"/api/games/{searched}/engine", {})))
+        mover.start()
+        try:
+            assert gated.searching.wait(30)
+            started = time.monotonic()
+            assert call(srv, "GET", "/api/info", timeout=5)[0] == 200
+            assert call(srv, "GET", f"/api/games/{other}", timeout=5)[0] == 200
+            assert call(srv, "POST", f"/api/games/{other}/move", {"path": [11, 15]}, timeout=5)[0] == 200
+            assert call(srv, "POST", "/api/games", {"level": "club"}, timeout=5)[0] == 200
+            assert time.monotonic() - started < 5
+        finally:
+            gated.go_on.set()
+            mover.join(60)
+        ((status, state),) = answers
+        assert status == 200 and len(state["moves"]) == 1
+
+
+def read_until_closed(sock: socket.socket, within: float) -> bytes:
+    """What the server sends until it closes the connection; fails if it is still open after `within` s."""
+    sock.settimeout(within)
+    data = b""
+    while chunk := sock.recv(4096):  # socket.timeout (a failure) if the server keeps it open
+        data += chunk
+    return data
+
+
+def test_idle_and_stalled_connections_are_closed(engine):
+    with serving(engine, Limits(connection_timeout=0.5)) as srv:
+        stalls = [
+            b"",  # connects and says nothing
+            b"GET /api/info",  # a request line that never ends (as an HTTP/0.9 client might)
+            b"POST /api/games HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{\"level\"",  # a body shorter than announced
+        ]
+        socks = [socket.create_connection(srv.server_address[:2]) for _ in stalls]
+        for sock, text in zip(socks, stalls):
+            sock.sendall(text)
+        for sock in socks:
+            assert read_until_closed(sock, within=5) == b""
+            sock.close()
+        assert call(srv, "GET", "/api/info")[0] == 200
+
+
+def test_concurrent_connections_are_bounded(engine):
+    limit = Limits().max_connections
+    with serving(engine) as srv:
+        threads_before = threading.active_count()
+        socks = [socket.create_connection(srv.server_address[:2]) for _ in range(limit + 8)]
+        try:
+            refused = [read_until_closed(sock, within=5) for sock in socks[limit:]]
+            assert all(answer.startswith(b"HTTP/1.1 503") for answer in refused)
+            assert threading.active_count() - threads_before <= limit
+        finally:
+            for sock in socks:
+                sock.close()
+        deadline = time.monotonic() + 10  # the handlers see the closed connections and give their slots back
+        while call(srv, "GET", "/api/info")[0] != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+
+def test_a_client_creating_many_games_cannot_evict_anothers_game(engine):
+    with serving(engine) as srv:
+        player = new_game(srv, client="127.0.0.2")
+        statuses = [call(srv, "POST", "/api/games", {"level": "beginner"})[0] for _ in range(100)]
+        assert statuses == [200] * Limits().max_games_per_client + [429] * (100 - Limits().max_games_per_client)
+        assert call(srv, "GET", f"/api/games/{player['id']}", client="127.0.0.2") == (200, player)
+        status, state = call(srv, "POST", f"/api/games/{player['id']}/move", {"path": [11, 15]},
+                             client="127.0.0.2")
+        assert status == 200 and state["moves"] == ["11-15"]
+
+
+def test_a_full_server_makes_room_only_from_idle_games(engine):
+    a, b, c = "127.0.0.1", "127.0.0.2", "127.0.0.3"  # three clients
+    with serving(engine, Limits(max_games=3, max_games_per_client=2, game_idle_seconds=1.0)) as srv:
+        def alive(*games: str) -> list[int]:
+            return [call(srv, "GET", f"/api/games/{g}")[0] for g in games]
+
+        a1, a2 = new_game(srv, client=a)["id"], new_game(srv, client=a)["id"]
+        status, answer = call(srv, "POST", "/api/games", {}, client=a)
+        assert status == 429 and "you have 2 games" in answer["error"]
+        b1 = new_game(srv, client=b)["id"]
+        status, answer = call(srv, "POST", "/api/games", {}, client=c)
+        assert status == 503 and "3 games in play" in answer["error"]
+        time.sleep(1.1)
+        assert alive(a1) == [200]  # in use again; a2 and b1 stay idle
+        new_game(srv, client=a)  # at its cap: replaces its own idle a2
+        assert alive(a1, a2) == [200, 404]  # (b1 not asked for: that would use it)
+        new_game(srv, client=c)  # the server is full: the idle b1 makes room
+        assert alive(a1, b1) == [200, 404]
+        assert call(srv, "POST", "/api/games", {}, client=c)[0] == 503  # nothing idle is left
+
+
+def reset(sock: socket.socket) -> None:
+    """Close with a TCP reset, as a browser tab that goes away mid-request may."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def test_closed_connections_log_no_traceback(engine, capfd):
+    gated = GatedEngine(engine)
+    with serving(gated) as srv:
+        address = srv.server_address[:2]
+        sock = socket.create_connection(address)  # gone while its headers are read
+        sock.sendall(b"GET /api/info HTTP/1.1\r\nHost: localhost\r\n")
+        time.sleep(0.2)
+        reset(sock)
+        sock = socket.create_connection(address)  # gone before its error answer
+        sock.sendall(b"GET /api/nothing HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        reset(sock)
+        gid = new_game(srv, color="white")["id"]  # gone while the engine thinks
+        sock = socket.create_connection(address)
+        sock.sendall(b"POST /api/games/%s/engine HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
+                     b"\r\nContent-Length: 0\r\n\r\n" % gid.encode())
+        assert gated.searching.wait(30)
+        reset(sock)
+        gated.go_on.set()
+        deadline = time.monotonic() + 30
+        while len(call(srv, "GET", f"/api/games/{gid}")[1]["moves"]) != 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.3)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception occurred" not in err, err
