@@ -246,10 +246,19 @@ def run_loop(args: argparse.Namespace) -> int:
     started = time.time()
     sup.start_all()
     last_status = 0.0
+    exit_code = 0
     try:
         while not stop["now"]:
             for event in sup.check():
                 log.info(event)
+            failed = sup.failed_roles()
+            if failed:
+                # An error that recurs (a full disk, missing data, a setting no process can run with) must
+                # stop the run with its message, not restart it forever.
+                log.error("stopping: %s failed for good and will not be restarted (the reason is above)",
+                          ", ".join(failed))
+                exit_code = 1
+                break
             if sup.all_done({r.name for r in sup.roles if r.name.startswith("actor-")}) and cfg.actors:
                 log.info("all actors finished their games")
                 break
@@ -271,7 +280,7 @@ def run_loop(args: argparse.Namespace) -> int:
         if wb is not None:
             wb.finish()
         lock.close()
-    return 0
+    return exit_code
 
 
 def _flat_status(snap: dict) -> dict:

@@ -10,6 +10,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from zero.pdn import bounded_lines
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="pdn_command", metavar="ACTION", required=True)
@@ -30,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
 def _counted_lines(handle: Iterable[str], bar) -> Iterator[str]:
     """The file's lines, moving the progress bar by characters (bytes for ASCII files) every few lines."""
     pending = 0
-    for k, line in enumerate(handle):
+    for k, line in enumerate(bounded_lines(handle)):
         pending += len(line)
         if k % 2048 == 0:
             bar.update(pending)
