@@ -101,3 +101,24 @@ def test_evaluator_from_checkpoint(saved):
     _, _, path = saved
     ev = Evaluator.from_checkpoint(path, device="cpu")
     assert ev.device.type == "cpu" and ev.config == TINY
+
+
+def test_a_checkpoint_of_another_encoding_is_refused(tmp_path):
+    from zero.encoding import ENCODING_VERSION
+
+    other = NetworkConfig(**{**TINY.to_dict(), "encoding_version": ENCODING_VERSION + 1})
+    path = save_checkpoint(tmp_path / "other.pt", net=PolicyValueNet(other), net_config=other, step=0)
+    with pytest.raises(CheckpointError, match=f"encoding version {ENCODING_VERSION + 1}, this code encodes "
+                                              f"positions as version {ENCODING_VERSION}"):
+        load_checkpoint(path)
+
+
+def test_checkpoints_from_before_the_encoding_version_are_version_1(tmp_path):
+    # The shipped network was saved before configs recorded the version; its encoding is version 1.
+    from zero.checkpoint import DEFAULT_CHECKPOINT
+
+    stored = TINY.to_dict()
+    del stored["encoding_version"]
+    assert NetworkConfig.from_dict(stored).encoding_version == 1
+    if DEFAULT_CHECKPOINT.exists():
+        assert load_checkpoint(DEFAULT_CHECKPOINT).net_config.encoding_version == 1

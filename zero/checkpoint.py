@@ -19,11 +19,11 @@ import io
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from zero.config import atomic_write_bytes, code_version
+from zero.encoding import ENCODING_VERSION
 from zero.network import NetworkConfig, PolicyValueNet
 from zero.rundir import RunDir, RunDirError
 
@@ -174,6 +174,11 @@ def load_checkpoint(
         cfg = NetworkConfig.from_dict(obj["net_config"])
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"{path}: bad network config in checkpoint: {exc}") from exc
+    if cfg.encoding_version != ENCODING_VERSION:
+        raise CheckpointError(
+            f"{path}: the network was trained on input encoding version {cfg.encoding_version}, this code encodes "
+            f"positions as version {ENCODING_VERSION}; it cannot play or train here (use the code it was made "
+            f"with, or a checkpoint of this version)")
     state_dict = obj["state_dict"]
     if weights_sha256(state_dict) != obj.get("weights_sha256"):
         raise CheckpointError(f"{path}: corrupt checkpoint: weights do not match their stored sha256")

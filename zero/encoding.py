@@ -32,6 +32,9 @@ from zero.bitboard import lowest_bit_index, square_rc
 
 NUM_ACTIONS = 1024
 NUM_PLANES = 7
+# The input planes and the action index as a whole. A network only makes sense with the encoding it was
+# trained on, so every checkpoint records this (NetworkConfig.encoding_version); change it with either.
+ENCODING_VERSION = 1
 PLANE_OWN_MEN, PLANE_OWN_KINGS, PLANE_OPP_MEN, PLANE_OPP_KINGS = 0, 1, 2, 3
 PLANE_NO_PROGRESS, PLANE_REPETITION, PLANE_PLAYABLE = 4, 5, 6
 NO_PROGRESS_SCALE = 80.0  # the draw limit of the default rules: the plane reaches 1.0 when the draw is due

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zero.encoding import NUM_ACTIONS, NUM_PLANES, SQUARE_COL, SQUARE_ROW
+from zero.encoding import ENCODING_VERSION, NUM_ACTIONS, NUM_PLANES, SQUARE_COL, SQUARE_ROW
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class NetworkConfig:
     moves_left_head: bool = True  # predict the plies left in the game (an auxiliary target)
     input_planes: int = NUM_PLANES
     num_actions: int = NUM_ACTIONS
+    encoding_version: int = ENCODING_VERSION  # zero.encoding's version the network was trained with
 
     @classmethod
     def small(cls) -> "NetworkConfig":
@@ -50,7 +51,8 @@ class NetworkConfig:
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown network setting(s) {sorted(unknown)}; known: {sorted(known)}")
-        return cls(**data)
+        # Checkpoints written before the version was recorded were all trained on version 1.
+        return cls(**{"encoding_version": 1, **data})
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
