@@ -10,17 +10,8 @@ from selfplay.random_records import random_game_record
 from selfplay.replay_buffer import ReplayReader, ReplayWriter
 from train.learning import HeadWeights, Learner, OptimConfig, Samples, losses, make_optimizer, samples_from_replay
 from train.pretrain_dataset import build_dataset, open_dataset
-from zero.network import NetworkConfig, PolicyValueNet
-
-TINY = NetworkConfig(blocks=1, channels=16, policy_channels=4, value_channels=2, value_hidden=16)
-EXPERT_PDN = """[Event "a"]
-[Result "1-0"]
-1. 11-15 24-20 2. 8-11 28-24 3. 9-13 22-18 4. 15x22 25x18 5. 4-8 26-22 1-0
-
-[Event "b"]
-[Result "1/2-1/2"]
-1. 11-15 23-19 2. 8-11 22-17 3. 9-13 17x10 4. 7x14 1/2-1/2
-"""
+from training_data import EXPERT_PDN, TINY
+from zero.network import PolicyValueNet
 
 
 @pytest.fixture

@@ -14,19 +14,8 @@ from train.learning import OptimConfig, losses, samples_from_replay
 from train.trainer import Trainer, TrainerConfig, expert_share_at
 from zero.rundir import RunDir
 from zero.checkpoint import load_checkpoint, save_checkpoint
-from zero.network import NetworkConfig, PolicyValueNet
-
-TINY = NetworkConfig(blocks=1, channels=16, policy_channels=4, value_channels=2, value_hidden=16)
-
-EXPERT_PDN = """[Event "a"]
-[Result "1-0"]
-1. 11-15 24-20 2. 8-11 28-24 3. 9-13 22-18 4. 15x22 25x18 5. 4-8 26-22 1-0
-
-[Event "b"]
-[Result "1/2-1/2"]
-1. 11-15 23-19 2. 8-11 22-17 3. 9-13 17x10 4. 7x14 1/2-1/2
-"""
-
+from training_data import EXPERT_PDN, TINY
+from zero.network import PolicyValueNet
 
 def write_games(run, actor, seeds):
     with ReplayWriter(run, actor) as writer:
