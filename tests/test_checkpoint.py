@@ -122,3 +122,53 @@ def test_checkpoints_from_before_the_encoding_version_are_version_1(tmp_path):
     assert NetworkConfig.from_dict(stored).encoding_version == 1
     if DEFAULT_CHECKPOINT.exists():
         assert load_checkpoint(DEFAULT_CHECKPOINT).net_config.encoding_version == 1
+
+
+def _write_payload(path, obj) -> None:
+    import hashlib
+    import io
+
+    from zero.checkpoint import FORMAT_NAME, FORMAT_VERSION
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    payload = buf.getvalue()
+    path.write_bytes(b"%s %d %d %s\n" % (FORMAT_NAME, FORMAT_VERSION, len(payload),
+                                        hashlib.sha256(payload).hexdigest().encode()) + payload)
+
+
+@pytest.mark.parametrize("contents", [
+    [1, 2, 3],
+    {"net_config": TINY.to_dict(), "state_dict": "weights"},
+    {"net_config": TINY.to_dict()},
+    {"net_config": [1], "state_dict": {}},
+])
+def test_a_valid_file_with_odd_contents_is_a_one_line_error(tmp_path, contents):
+    path = tmp_path / "odd.pt"
+    _write_payload(path, contents)
+    with pytest.raises(CheckpointError, match="odd.pt: ") as error:
+        load_checkpoint(path)
+    assert "\n" not in str(error.value)
+
+
+def test_odd_steps_are_refused(saved, tmp_path):
+    from zero.checkpoint import weights_sha256
+
+    net, _, _ = saved
+    state = {k: v.clone() for k, v in net.state_dict().items()}
+    path = tmp_path / "odd-step.pt"
+    _write_payload(path, {"net_config": TINY.to_dict(), "state_dict": state, "weights_sha256": weights_sha256(state),
+                          "step": "soon"})
+    with pytest.raises(CheckpointError, match="not a checkers-zero checkpoint's"):
+        load_checkpoint(path)
+
+
+def test_a_fifo_or_a_directory_is_not_read(tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.pt"
+    os.mkfifo(fifo)
+    with pytest.raises(CheckpointError, match="not a regular file"):
+        load_checkpoint(fifo)  # reading it would wait forever for a writer
+    with pytest.raises(CheckpointError, match="is a directory"):
+        load_checkpoint(tmp_path)

@@ -141,6 +141,11 @@ def load_checkpoint(
     checkpoint, other format version, truncated, corrupt bytes, or weights that do not fit the stored
     config (or expect_config, when given)."""
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a directory, not a checkpoint file (where a network is expected, a run "
+                              f"directory names its best network)")
+    if path.exists() and not path.is_file():
+        raise CheckpointError(f"{path} is not a regular file")  # a FIFO would block the read forever
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -170,6 +175,17 @@ def load_checkpoint(
     except Exception as exc:  # the bytes hash correctly, so this is a file written by other code
         raise CheckpointError(f"{path}: checkpoint payload cannot be read: {exc}") from exc
 
+    try:
+        return _from_payload(path, obj, expect_config)
+    except (KeyError, AttributeError, TypeError, ValueError, IndexError) as exc:
+        # A payload that hashes correctly but is not what save_checkpoint writes (other code wrote it).
+        raise CheckpointError(f"{path}: checkpoint contents are not a checkers-zero checkpoint's "
+                              f"({type(exc).__name__}: {exc})") from None
+
+
+def _from_payload(path: Path, obj: dict, expect_config: NetworkConfig | None) -> Checkpoint:
+    if not isinstance(obj, dict):
+        raise TypeError(f"the payload is a {type(obj).__name__}, not a dict")
     try:
         cfg = NetworkConfig.from_dict(obj["net_config"])
     except (KeyError, TypeError, ValueError) as exc:
