@@ -133,6 +133,20 @@ async def _read_commits(groups: list[Path]) -> list[dict | None]:
     return [group.attrs.get("commit") for group in opened]
 
 
+def _commit_counts(commit, group_dir: Path) -> tuple[int, int, int]:
+    """(games, positions, next seed index) of an actor's commit record; ReplayError naming the file when
+    the record is not one this code writes."""
+    try:
+        counts = int(commit["games"]), int(commit["positions"]), int(commit.get("next_seed_index", 0))
+        if type(commit["games"]) is not int or type(commit["positions"]) is not int or min(counts) < 0:
+            raise ValueError("counts must be non-negative whole numbers")
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise ReplayError(f"{group_dir / 'zarr.json'}: the commit record {commit!r} is damaged ({exc}); the "
+                          f"actor's committed games cannot be told from scratch rows. Move its folder aside "
+                          f"(mv {group_dir} {group_dir}.damaged) to go on without its games") from None
+    return counts
+
+
 def _round_up(n: int, multiple: int) -> int:
     return max(multiple, math.ceil(n / multiple) * multiple)
 
@@ -273,6 +287,16 @@ def _stored_value(value):
     return getattr(value, "value", value)  # an enum (zero.game.Termination) is stored as its value
 
 
+def _refuse_rows_without_commit(group: zarr.Group, group_dir: Path) -> None:
+    # With no commit record the writer would start at row 0, over games that were committed once.
+    rows = group["positions/ply"].shape[0] if "positions" in group and "ply" in group["positions"] else 0
+    if rows:
+        raise ReplayError(f"{group_dir / 'zarr.json'}: the actor's arrays hold {rows} rows but its commit record "
+                          f"is missing, so committed games cannot be told from scratch rows and would be "
+                          f"overwritten; move the folder aside (mv {group_dir} {group_dir}.damaged) to go on "
+                          f"without its games")
+
+
 class ReplayWriter:
     """Appends one actor's finished games to the run's replay store (one writer per actor id at a time).
 
@@ -301,10 +325,15 @@ class ReplayWriter:
         try:
             root = _open_root(self.path)
             self._group = root["actors"].require_group(str(self.actor_id))
-            commit = self._group.attrs.get("commit", {"games": 0, "positions": 0, "time": 0.0})
-            self.committed_games = int(commit["games"])
-            self.committed_positions = int(commit["positions"])
-            self.next_seed_index = int(commit.get("next_seed_index", 0))
+            group_dir = self.path / "actors" / str(self.actor_id)
+            commit = self._group.attrs.get("commit")
+            if commit is None:
+                _refuse_rows_without_commit(self._group, group_dir)
+                # A new actor's record exists before its first row does: from then on, rows without a
+                # record can only mean a damaged store.
+                commit = {"games": 0, "positions": 0, "time": 0.0, "next_seed_index": 0}
+                self._group.attrs.update({"commit": commit})
+            self.committed_games, self.committed_positions, self.next_seed_index = _commit_counts(commit, group_dir)
             self._remove_leftovers()
             self._rows = _ChunkedColumns(self._group.require_group("positions"), POSITION_SCHEMA,
                                          chunk_rows, self.committed_positions)
@@ -523,9 +552,12 @@ class ReplayReader:
         for name, commit in zip(names, commits):
             state = self._actors.setdefault(int(name), _ActorState(int(name)))
             base = self.path / "actors" / name
-            if commit is None or int(commit["games"]) == state.games:
+            if commit is None:  # an actor creating its group; rows without a record are damage
+                _refuse_rows_without_commit(zarr.open_group(base, mode="r", zarr_format=3), base)
                 continue
-            games, positions = int(commit["games"]), int(commit["positions"])
+            games, positions, _ = _commit_counts(commit, base)
+            if games == state.games:
+                continue
             state.game_arrays = _open_arrays(base / "games", GAME_SCHEMA, state.game_arrays, games)
             state.position_arrays = _open_arrays(base / "positions", POSITION_SCHEMA, state.position_arrays,
                                                  positions)

@@ -385,3 +385,42 @@ def test_cli_without_a_store(tmp_path, capsys):
 
     assert main(["replay", "stats", "--run", str(tmp_path)]) == 2
     assert "no replay store" in capsys.readouterr().err
+
+
+def _actor_zarr_json(run, actor: int) -> Path:
+    return RunDir(run).replay_store / "actors" / str(actor) / "zarr.json"
+
+
+@pytest.mark.parametrize("damage", ["deleted", "a string", "negative", "a float", "no positions"])
+def test_a_missing_or_damaged_commit_record_is_refused_not_overwritten(tmp_path, damage):
+    with ReplayWriter(tmp_path, 0, commit_positions=1) as writer:
+        for seed in range(3):
+            writer.append_game(record(seed))
+    meta_path = _actor_zarr_json(tmp_path, 0)
+    meta = json.loads(meta_path.read_text())
+    commit = meta["attributes"]["commit"]
+    if damage == "deleted":
+        del meta["attributes"]["commit"]
+    else:
+        meta["attributes"]["commit"] = {"a string": "3 games", "negative": {**commit, "games": -1},
+                                        "a float": {**commit, "games": 2.5},
+                                        "no positions": {"games": 3}}[damage]
+    meta_path.write_text(json.dumps(meta))
+    def chunks() -> dict:
+        return {p: p.read_bytes() for p in meta_path.parent.rglob("*") if p.is_file() and "c" in p.parts}
+
+    before = chunks()
+    assert before
+    with pytest.raises(ReplayError, match=f"{meta_path}.*(missing|damaged)"):
+        ReplayWriter(tmp_path, 0)
+    with pytest.raises(ReplayError, match=str(meta_path)):
+        ReplayReader(tmp_path)
+    # Nothing of the committed games was touched.
+    assert chunks() == before
+
+
+def test_a_new_actor_has_a_commit_record_before_its_first_row(tmp_path):
+    writer = ReplayWriter(tmp_path, 4)
+    assert json.loads(_actor_zarr_json(tmp_path, 4).read_text())["attributes"]["commit"]["games"] == 0
+    writer.close()
+    assert ReplayReader(tmp_path).total_games() == 0
