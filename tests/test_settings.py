@@ -40,3 +40,13 @@ def test_loop_refuses_bad_settings_with_one_message(tmp_path, capsys):
     assert main(["loop", "--run", str(tmp_path / "run"), "--set", "selfplay.full_simulations=0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "full_simulations" in err and "Traceback" not in err
+
+
+def test_wandb_asked_for_without_the_extra_is_one_clear_error(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "wandb", None)  # as if the optional extra were not installed
+    assert main(["loop", "--run", str(tmp_path / "run"), "--wandb"]) == 2
+    err = capsys.readouterr().err
+    assert "wandb is not installed" in err and "pip install -e '.[wandb]'" in err
+    assert not (tmp_path / "run" / "loop-config.toml").exists()

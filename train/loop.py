@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import os
 import signal
 import sys
 import time
@@ -28,6 +27,7 @@ from train.trainer import Trainer, TrainerConfig
 from zero.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 from zero.config import ConfigError, atomic_write_bytes, load_config, save_config, to_dict, write_run_record
 from zero.rundir import RunDir, RunDirError
+from zero.wandb_logging import WandbMissing, import_wandb
 
 log = logging.getLogger("checkers_zero.loop")
 
@@ -198,7 +198,8 @@ def run_loop(args: argparse.Namespace) -> int:
         overrides.append("wandb=true")
     try:
         cfg = resolve_config(run_dir, args.config, overrides)
-    except ConfigError as exc:
+        wandb = import_wandb() if cfg.wandb else None
+    except (ConfigError, WandbMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
@@ -229,10 +230,7 @@ def run_loop(args: argparse.Namespace) -> int:
     sup.add("gatekeeper", gatekeeper_role, str(run_dir), cfg)
 
     wb = None
-    if cfg.wandb:
-        os.environ.setdefault("WANDB_SILENT", "true")
-        import wandb
-
+    if wandb is not None:
         wb = wandb.init(project="checkers-zero", dir=str(run_dir), mode=cfg.wandb_mode, config=to_dict(cfg),
                         name=run_dir.name, id=run_dir.name.replace("/", "-"), resume="allow")
 

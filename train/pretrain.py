@@ -13,7 +13,6 @@ the learning rate is a function of the step, so no scheduler state is needed.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from train.pretrain_dataset import PretrainDataset
 from zero.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from zero.config import code_version, to_dict, write_run_record
 from zero.network import NetworkConfig, PolicyValueNet, parameter_count
+from zero.wandb_logging import INSTALL_HINT, WandbMissing, import_wandb
 
 # Game phases by pieces on the board (24 at the start).
 OPENING_MIN_PIECES = 20
@@ -239,9 +239,12 @@ class _Logger:
         self.run = None
         if cfg.wandb_mode == "disabled":
             return
-        os.environ.setdefault("WANDB_SILENT", "true")
-        import wandb
-
+        try:
+            wandb = import_wandb()
+        except WandbMissing:
+            # Offline logging is the default, not a request: without the extra the console log has it all.
+            print(f"not logging to wandb ({INSTALL_HINT}, or set wandb_mode=disabled)")
+            return
         self.run = wandb.init(project=cfg.wandb_project, mode=cfg.wandb_mode, dir=str(run_dir), config=to_dict(cfg),
                               id=run_id, resume="allow", name=run_dir.name)
 
