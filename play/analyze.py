@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def report_text(result: dict) -> str:
     """The analysis as a table for people."""
     side = result["side"].capitalize()
-    win, draw, loss = (100 * x for x in result["root_wdl"])
+    win, draw, loss = (100 * result["root_wdl"][k] for k in ("win", "draw", "loss"))
     lines = [
         f"Position {result['fen']} ({side} to move), {result['simulations']} simulations",
         f"{side}: win {win:.1f}%  draw {draw:.1f}%  loss {loss:.1f}%"
@@ -41,7 +41,7 @@ def report_text(result: dict) -> str:
         f"{'move':<16}{'visits':>8}{'share':>8}{'prior':>8}{'win':>8}{'draw':>8}{'loss':>8}",
     ]
     for m in result["moves"]:
-        wdl = "".join(f"{100 * x:7.1f}%" for x in m["wdl"]) if m["wdl"] else f"{'-':>8}" * 3
+        wdl = "".join(f"{100 * x:7.1f}%" for x in m["wdl"].values()) if m["wdl"] else f"{'-':>8}" * 3
         lines.append(f"{m['move']:<16}{m['visits']:>8}{100 * m['share']:7.1f}%{100 * m['prior']:7.1f}%{wdl}")
     lines.append("")
     lines.append("Principal variation: " + (" ".join(result["pv"]) or "(none)"))

@@ -93,6 +93,11 @@ def side_name(black: bool) -> str:
     return "Black" if black else "White"
 
 
+def wdl_dict(wdl) -> dict[str, float]:
+    """Win, draw and loss probabilities, labelled, as every JSON answer gives them."""
+    return {name: round(float(x), 4) for name, x in zip(("win", "draw", "loss"), wdl)}
+
+
 def describe(analysis: Analysis, game: Game, top: int | None = None) -> dict[str, Any]:
     """A search result as plain data (JSON-ready).
 
@@ -105,7 +110,7 @@ def describe(analysis: Analysis, game: Game, top: int | None = None) -> dict[str
         "fen": str(game.position),
         "side": side_name(game.position.black_to_move).lower(),
         "simulations": int(analysis.simulations),
-        "root_wdl": [round(float(x), 4) for x in analysis.root_wdl],
+        "root_wdl": wdl_dict(analysis.root_wdl),
         "moves": [
             {
                 "move": str(stat.move),
@@ -114,7 +119,7 @@ def describe(analysis: Analysis, game: Game, top: int | None = None) -> dict[str
                 "share": round(stat.visits / total, 4),
                 "prior": round(float(stat.prior), 4),
                 "q": round(float(stat.q), 4),
-                "wdl": None if stat.wdl is None else [round(float(x), 4) for x in stat.wdl],
+                "wdl": None if stat.wdl is None else wdl_dict(stat.wdl),
             }
             for stat in stats
         ],

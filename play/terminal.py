@@ -73,10 +73,10 @@ def board_text(position: Position, last_move: Move | None = None, black_at_botto
     return "\n".join(lines)
 
 
-def _percent(wdl: list[float] | None) -> str:
+def _percent(wdl: dict[str, float] | None) -> str:
     if wdl is None:
         return "not searched"
-    win, draw, loss = (round(100 * x) for x in wdl)
+    win, draw, loss = (round(100 * wdl[k]) for k in ("win", "draw", "loss"))
     return f"win {win}% draw {draw}% loss {loss}%"
 
 

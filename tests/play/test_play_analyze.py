@@ -32,10 +32,10 @@ def test_json_output(multi_jump_fen, capsys, tiny_checkpoint):
     assert sorted(m["move"] for m in result["moves"]) == ["9x18x25", "9x18x27"]
     visits = [m["visits"] for m in result["moves"]]
     assert visits == sorted(visits, reverse=True) and sum(visits) == 39  # the root's first visit expands it
-    assert abs(sum(result["root_wdl"]) - 1) < 1e-3
+    assert set(result["root_wdl"]) == {"win", "draw", "loss"} and abs(sum(result["root_wdl"].values()) - 1) < 1e-3
     for m in result["moves"]:
         assert abs(m["share"] - m["visits"] / 39) < 1e-3 and 0 <= m["prior"] <= 1
-        assert m["wdl"] is None or abs(sum(m["wdl"]) - 1) < 1e-3
+        assert m["wdl"] is None or abs(sum(m["wdl"].values()) - 1) < 1e-3
     most = result["moves"][0]["visits"]
     assert result["pv"][0] in [m["move"] for m in result["moves"] if m["visits"] == most] and len(result["pv"]) >= 2
     # The moves-left head's estimate for the root, the same the network gives the position on its own.
