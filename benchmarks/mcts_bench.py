@@ -159,7 +159,7 @@ def _ensure_network(run_dir: Path, checkpoint: str | None) -> str:
 
     torch.manual_seed(0)
     cfg = NetworkConfig.small()
-    path = save_checkpoint(run_dir / "checkpoints" / "random-small.pt", net=PolicyValueNet(cfg), net_config=cfg,
+    path = save_checkpoint(RunDir(run_dir).checkpoints / "random-small.pt", net=PolicyValueNet(cfg), net_config=cfg,
                            step=0)
     RunDir(run_dir).write_best(path, 0, "no shipped checkpoint")
     return "random-init NetworkConfig.small() (oca-small.pt not present)"
