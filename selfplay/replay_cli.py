@@ -67,7 +67,15 @@ def replay_stats(reader) -> dict:
     per_actor: dict[int, list[int]] = {}
     per_checkpoint: dict[tuple[int, str], list[int]] = {}
     played_on = wrong = 0
+    seen: set[tuple[int, int, str]] = set()
+    duplicate_games = duplicate_positions = 0
     for game in reader.iter_games():
+        # A replayed seed of an actor plays the same game again: the same seed and record, twice.
+        key = (game.actor_id, game.seed, game.pdn)
+        if key in seen:
+            duplicate_games += 1
+            duplicate_positions += game.length
+        seen.add(key)
         lengths.append(game.length)
         results[game.winner] += 1
         terminations[game.termination] += 1
@@ -98,6 +106,8 @@ def replay_stats(reader) -> dict:
             "p90": _percentile(lengths, 0.90),
             "max": lengths[-1] if games else 0,
         },
+        "duplicate_games": duplicate_games,
+        "duplicate_positions": duplicate_positions,
         "terminations": dict(terminations.most_common()),
         "resignations": terminations.get("resignation", 0),
         "played_on_past_resignation": played_on,
@@ -121,6 +131,8 @@ def format_stats(figures: dict, run_dir: Path) -> str:
         f"replay store of {run_dir}",
         f"  games:      {games}",
         f"  positions:  {figures['positions']}",
+        f"  duplicates: {figures['duplicate_games']} games, {figures['duplicate_positions']} positions "
+        f"(repeats of a game already stored; there should be none)",
         f"  actors:     {len(figures['actors'])}  "
         + ", ".join(f"{a}: {v['games']} games" for a, v in figures["actors"].items()),
         "  results:",

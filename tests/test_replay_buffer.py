@@ -366,6 +366,7 @@ def test_stats_and_export(tmp_path, capsys):
     assert figures["wrong_resignations"] == sum(r.winner != -r.would_resign_side for r in played_on)
     assert {(c["model_version"], c["positions"]) for c in figures["checkpoints"]} == {
         (v, sum(r.length for r in records if r.model_version == v)) for v in (0, 1)}
+    assert figures["duplicate_games"] == 0
     assert main(["replay", "stats", "--run", str(tmp_path)]) == 0
     assert "wrong-resignation rate" in capsys.readouterr().out
 
@@ -378,6 +379,13 @@ def test_stats_and_export(tmp_path, capsys):
     assert [len(g.moves) for g in games] == [r.length for r in records]
     assert [g.result for g in games] == [{1: "1-0", -1: "0-1", 0: "1/2-1/2"}[r.winner] for r in records]
     assert main(["pdn", "check", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    # A game written twice (as a restarted actor that reused a seed did) shows as a duplicate.
+    with ReplayWriter(tmp_path, 0) as w:
+        w.append_game(records[3])
+    assert main(["replay", "stats", "--run", str(tmp_path), "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["duplicate_games"] == 1 and figures["duplicate_positions"] == records[3].length
 
 
 def test_cli_without_a_store(tmp_path, capsys):
