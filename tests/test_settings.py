@@ -50,3 +50,30 @@ def test_wandb_asked_for_without_the_extra_is_one_clear_error(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert "wandb is not installed" in err and "pip install -e '.[wandb]'" in err
     assert not (tmp_path / "run" / "loop-config.toml").exists()
+
+
+def test_a_missing_ballot_stops_the_loop_before_anything_starts(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("CHECKERS_ZERO_DATA", str(tmp_path / "no-data"))
+    assert main(["loop", "--run", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "openings/acf_3move_144.txt" in err and "not found" in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "loop-config.toml").exists()
+
+
+def test_a_gatekeeper_without_its_ballot_fails_for_good(tmp_path, monkeypatch):
+    # The data folder vanished during a run: a restart would fail the same way, so the role says so once
+    # and exits with the code the supervisor does not restart.
+    import signal
+
+    from train.loop import gatekeeper_role
+    from train.supervisor import FATAL_EXIT_CODE
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setenv("CHECKERS_ZERO_DATA", str(tmp_path / "no-data"))
+    try:
+        with pytest.raises(SystemExit) as stop:
+            gatekeeper_role(str(tmp_path / "run"), LoopConfig())
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert stop.value.code == FATAL_EXIT_CODE

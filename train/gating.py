@@ -19,6 +19,7 @@ from typing import Callable
 
 import torch
 
+from selfplay.actor import load_ballot
 from selfplay.search import SearchConfig
 from train.match import MatchResult, NetworkPlayer, play_match
 from train.player_specs import make_player
@@ -26,10 +27,8 @@ from train.ratings import YARDSTICKS, PlayerInfo, RatingsTable
 from train.sprt import PairSprt, SprtConfig
 from zero.checkpoint import load_checkpoint
 from zero.config import atomic_write_bytes
-from zero.data import require_data_file
 from zero.game import RulesConfig
 from zero.inference import Evaluator
-from zero.openings import load_openings
 from zero.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -54,11 +53,6 @@ class GatingConfig:
     device: str = "auto"  # "auto", "cpu" or "cuda"
     torch_threads: int = 1  # CPU threads for the networks (the other cores belong to actors and trainer)
     seed: int = 7
-
-
-def _openings(cfg: GatingConfig):
-    path = Path(cfg.openings)
-    return load_openings(path if path.is_absolute() else require_data_file(cfg.openings))
 
 
 def read_gating_log(run_dir: Path) -> list[dict]:
@@ -93,7 +87,7 @@ class Gatekeeper:
         self.cfg = cfg
         self.rules = rules
         self.should_stop = should_stop
-        self.openings = _openings(cfg)
+        self.openings = load_ballot(cfg.openings)
         self.device = None if cfg.device == "auto" else cfg.device
         torch.set_num_threads(cfg.torch_threads)
         self.ratings_path = self.run.ratings

@@ -18,14 +18,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from selfplay.actor import SelfPlayConfig, run_actor
+from selfplay.actor import SelfPlayConfig, load_ballot, run_actor
 from selfplay.replay_buffer import ReplayReader
 from train.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_gating_log
 from train.ratings import REFERENCE, RatingsTable
-from train.supervisor import Supervisor
+from train.supervisor import FATAL_EXIT_CODE, Supervisor
 from train.trainer import Trainer, TrainerConfig
 from zero.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 from zero.config import ConfigError, atomic_write_bytes, load_config, save_config, to_dict, write_run_record
+from zero.openings import BallotError
 from zero.rundir import RunDir, RunDirError
 from zero.wandb_logging import WandbMissing, import_wandb
 
@@ -81,7 +82,12 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, request_stop)
     run = RunDir(run_dir)
-    keeper = Gatekeeper(run.root, cfg.gating, cfg.selfplay.rules, should_stop=lambda: stop["now"])
+    try:
+        keeper = Gatekeeper(run.root, cfg.gating, cfg.selfplay.rules, should_stop=lambda: stop["now"])
+    except (BallotError, FileNotFoundError) as exc:
+        # The ballot went missing while the run was going: a restart would only fail the same way.
+        log.error("gatekeeper cannot start: %s", exc)
+        sys.exit(FATAL_EXIT_CODE)
     try:
         keeper.ensure_rated(run.read_best().path)
         while not stop["now"]:
@@ -199,7 +205,10 @@ def run_loop(args: argparse.Namespace) -> int:
     try:
         cfg = resolve_config(run_dir, args.config, overrides)
         wandb = import_wandb() if cfg.wandb else None
-    except (ConfigError, WandbMissing) as exc:
+        # What every process of the run needs from the data folder, checked before any of them starts.
+        load_ballot(cfg.selfplay.openings)
+        load_ballot(cfg.gating.openings)
+    except (ConfigError, WandbMissing, BallotError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
