@@ -43,3 +43,17 @@ def test_write_replaces_whole_file(tmp_path):
     atomic_write_bytes(target, b"first")
     atomic_write_bytes(target, b"second")
     assert target.read_bytes() == b"second" and os.listdir(tmp_path) == ["f.bin"]
+
+
+def test_leftover_temporary_files_are_removed_and_nothing_else(tmp_path):
+    from zero.config import atomic_write_bytes, remove_leftover_temp_files
+
+    atomic_write_bytes(tmp_path / "status" / "trainer.json", b"{}")
+    leftovers = [tmp_path / ".ratings.json.tmp-4242", tmp_path / "checkpoints" / ".best.json.tmp-7"]
+    for path in leftovers:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half a file")
+    (tmp_path / "notes.tmp-1").write_text("not ours: no leading dot")
+    assert sorted(remove_leftover_temp_files(tmp_path)) == sorted(leftovers)
+    assert not any(p.exists() for p in leftovers)
+    assert (tmp_path / "status" / "trainer.json").read_bytes() == b"{}" and (tmp_path / "notes.tmp-1").exists()

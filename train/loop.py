@@ -25,7 +25,8 @@ from train.ratings import REFERENCE, RatingsTable
 from train.supervisor import FATAL_EXIT_CODE, Supervisor
 from train.trainer import Trainer, TrainerConfig
 from zero.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-from zero.config import ConfigError, atomic_write_bytes, load_config, save_config, to_dict, write_run_record
+from zero.config import (ConfigError, atomic_write_bytes, load_config, remove_leftover_temp_files, save_config, to_dict,
+                         write_run_record)
 from zero.openings import BallotError
 from zero.rundir import RunDir, RunDirError
 from zero.wandb_logging import WandbMissing, import_wandb
@@ -218,6 +219,9 @@ def run_loop(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     resumed = run.config_file.exists()
+    # Nothing of the run is running now (the lock says so): temporary files are leftovers of a killed one.
+    for leftover in remove_leftover_temp_files(run.root):
+        log.info("removed %s, left by an interrupted write", leftover)
     try:
         initial = run_initial_checkpoint(run_dir, resolve_checkpoint(cfg.initial_checkpoint))
     except CheckpointError as exc:

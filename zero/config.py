@@ -193,10 +193,25 @@ def write_run_record(out_dir: str | os.PathLike, cfg: Any, seeds: dict[str, int]
     return path
 
 
+# What atomic_write_bytes adds to a temporary file's name (".NAME.tmp-PID").
+TEMP_MARK = ".tmp-"
+
+
+def remove_leftover_temp_files(root: Path) -> list[Path]:
+    """Delete the temporary files of atomic writes below `root` that a killed process left (call it only
+    while no process writes there); returns what was removed."""
+    removed = []
+    for path in Path(root).rglob(f".*{TEMP_MARK}*"):
+        if path.is_file():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary name beside the target, fsync, then rename: readers see old or new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = path.with_name(f".{path.name}{TEMP_MARK}{os.getpid()}")
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)
