@@ -2,46 +2,24 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
 
 from play.cli import main
 from zero.data import data_file
 from zero.game import Position
 from zero.notation import INITIAL_FEN, fen_to_position
-from zero.perft import perft
+from zero.perft import perft, read_perft_table
 from zero.reference import reference_perft
 
 # Deeper counts take seconds each on a shared 2-core box; benchmarks/perft_bench.py runs them.
 MAX_TESTED_NODES = 20_000_000
 
 
-Counts = dict[int, tuple[int, int]]  # depth -> (paths counted, duplicates removed)
-
-
-def _read_perft_table(path: Path) -> tuple[Counts, dict[str, tuple[str, Counts]]]:
-    """The start-position series and the extra positions by name (with their FEN)."""
-    start: Counts = {}
-    extra: dict[str, tuple[str, Counts]] = {}
-    for line in path.read_text().splitlines():
-        if m := re.fullmatch(r"(\d+)\s+(\d+)\s+(\d+|-)\s*", line):
-            if m.group(3) != "-":
-                start[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
-        elif m := re.fullmatch(r"(P\d+)\s+(\S+)\s*\|(.*)", line):
-            counts = {}
-            for depth, a, b in re.findall(r"(\d+):(\d+)(?:/(\d+))?", m.group(3)):
-                counts[int(depth)] = (int(a), int(b or a))
-            extra[m.group(1)] = (m.group(2), counts)
-    return start, extra
-
-
 def _table():
     path = data_file("perft.txt")
     if path is None:
         pytest.skip("perft.txt not found (set CHECKERS_ZERO_DATA)")
-    return _read_perft_table(path)
+    return read_perft_table(path)
 
 
 def test_table_parses_as_expected():
@@ -122,3 +100,15 @@ def test_cli_count_paths_on_a_king_loop(capsys):
     assert capsys.readouterr().out.startswith("perft(3) = 12 ")
     assert main(["perft", "--depth", "3", "--fen", fen]) == 0
     assert capsys.readouterr().out.startswith("perft(3) = 6 ")
+
+
+def test_cli_says_whether_the_count_matches_the_published_table(capsys, monkeypatch):
+    _table()  # skips without perft.txt
+    assert main(["perft", "--depth", "6"]) == 0
+    assert "matches the published count in perft.txt (duplicate king paths merged)" in capsys.readouterr().out
+    assert main(["perft", "--depth", "2", "--fen", "B:W6,7,14:BK2"]) == 0
+    assert "no published count" in capsys.readouterr().out
+    # A generator that miscounts is told so, with a failing exit code.
+    monkeypatch.setattr("zero.perft.perft", lambda pos, depth, count_paths=False, bulk=True: 12345)
+    assert main(["perft", "--depth", "6"]) == 1
+    assert "MISMATCH: perft.txt gives 36768" in capsys.readouterr().out
