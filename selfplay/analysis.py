@@ -37,13 +37,10 @@ class Analysis:
     plies_left: float | None = None
 
 
-def analyse(game: Game, evaluator: PositionEvaluator, simulations: int, config: SearchConfig | None = None,
-            seed: int = 0) -> Analysis:
+def analyse(game: Game, evaluator: PositionEvaluator, simulations: int,
+            config: SearchConfig | None = None) -> Analysis:
     """Search the game's current position with `simulations` root visits: no noise, deterministic.
-
-    `seed` is accepted so callers can pass one; this search draws no random numbers. Raises ValueError
-    for a finished game."""
-    del seed
+    Raises ValueError for a finished game."""
     if game.outcome is not None:
         raise ValueError(f"the game is over ({game.outcome.termination.value})")
     if simulations < 1:
@@ -96,5 +93,3 @@ def best_move(analysis: Analysis, temperature: float = 0.0, rng: np.random.Gener
     if temperature > 0 and rng is None:
         rng = np.random.default_rng()
     return analysis.moves[sample_by_visits(visits, temperature, rng)].move
-
-

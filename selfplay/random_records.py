@@ -57,5 +57,6 @@ def random_game_record(seed: int, *, max_plies: int = 160, checkpoint: str = "ra
         "Event": "checkers-zero self-play (random)", "Round": str(seed),
         "Black": checkpoint, "White": checkpoint, "Termination": outcome.termination.value})
     return GameRecord(positions=rows, winner=outcome.winner, termination=outcome.termination.value, length=n,
-                      opening="start", pdn=pdn, seed=seed, seed_index=seed, checkpoint=checkpoint, model_version=model_version,
-                      would_resign_side=would_resign_side, would_resign_ply=would_resign_ply)
+                      opening="start", pdn=pdn, seed=seed, seed_index=seed, checkpoint=checkpoint,
+                      model_version=model_version, would_resign_side=would_resign_side,
+                      would_resign_ply=would_resign_ply)
