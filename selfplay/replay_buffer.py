@@ -40,14 +40,16 @@ on several machines this relies on their clocks agreeing to well within the time
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import fcntl
+import json
 import math
 import os
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +66,7 @@ from selfplay.records import (
     GameRecord,
     PositionRows,
 )
-from zero.rundir import RunDir
+from zero.rundir import REPLAY_STORE, RunDir
 
 SCHEMA = "checkers-zero replay v2"  # v2: games record their seed_index
 ACTOR_BITS = 40  # game_id = actor_id << ACTOR_BITS | index of the game within the actor
@@ -94,6 +96,80 @@ class ReplayError(ValueError):
     """A record the store refuses, a store that cannot be opened, or a second writer for one actor."""
 
 
+class ReplayDamage(ReplayError):
+    """A file of the store that cannot be read as this code wrote it (garbage metadata, a truncated chunk,
+    a damaged commit record). Its message names the file; a restarted process would meet it again, so the
+    loop's roles stop for good on it instead of restarting."""
+
+
+# What zarr and its codecs raise for bytes that are not what was written (json, metadata validation,
+# zstd): ValueError, KeyError, TypeError, AttributeError and RuntimeError. OSError is not among them: a
+# full disk or a missing permission is no damage of the store and is reported as itself.
+_DAMAGE_ERRORS = (ValueError, KeyError, TypeError, AttributeError, RuntimeError)
+
+def _actor_dir(path: Path) -> Path | None:
+    """The actor folder (.../actors/<id>) a path of the store lies in, if it lies in one."""
+    for parent in (path, *path.parents):
+        if parent.parent.name == "actors":
+            return parent
+    return None
+
+
+def _damage(file: Path, what: str, exc: BaseException | None = None) -> ReplayDamage:
+    """One error naming the damaged file and how to go on."""
+    reason = f" ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})" if exc else ""
+    actor = _actor_dir(file)
+    run = next((parent.parent for parent in file.parents if parent.name == REPLAY_STORE), "RUN")
+    way_on = (f"; to go on without that actor's games, move its folder aside (mv {actor} {actor}.damaged)"
+              if actor else "")
+    return ReplayDamage(f"{file}: {what}{reason}. The replay store is damaged: `checkers-zero replay check "
+                        f"--run {run}` lists every damaged file{way_on}")
+
+
+def _bad_metadata_file(path: Path) -> Path | None:
+    """The first zarr.json at or below `path` that is not zarr v3 metadata (None when all of them are)."""
+    # Shallowest first: a damaged parent is what stops its children from opening.
+    for meta in sorted(path.rglob("zarr.json"), key=lambda m: (len(m.parts), m)) if path.is_dir() else []:
+        try:
+            node = json.loads(meta.read_text())
+            if not isinstance(node, dict) or node.get("zarr_format") != 3 or "node_type" not in node:
+                return meta
+        except (ValueError, UnicodeDecodeError):
+            return meta
+    return None
+
+
+@contextlib.contextmanager
+def _metadata_of(path: Path):
+    """Turns a failure to read the zarr metadata at or below `path` into one ReplayDamage naming the file."""
+    try:
+        yield
+    except ReplayError:
+        raise
+    except _DAMAGE_ERRORS as exc:
+        raise _damage(_bad_metadata_file(path) or path / "zarr.json", "unreadable zarr metadata", exc) from None
+
+
+def _array_dir(array: zarr.Array) -> Path:
+    return Path(str(array.store_path.store.root)) / array.store_path.path
+
+
+def _chunk_file(array: zarr.Array, chunk: int) -> Path:
+    return _array_dir(array) / array.metadata.encode_chunk_key((chunk,) + (0,) * (array.ndim - 1))
+
+
+def _unreadable_chunk(arrays: dict[str, zarr.Array], lo: int, hi: int) -> tuple[Path, Exception] | None:
+    """The first chunk holding rows lo .. hi-1 of these arrays that cannot be read, with its error."""
+    for array in arrays.values():
+        rows = array.chunks[0]
+        for chunk in range(lo // rows, (hi - 1) // rows + 1):
+            try:
+                array[chunk * rows:min((chunk + 1) * rows, array.shape[0])]
+            except _DAMAGE_ERRORS as exc:
+                return _chunk_file(array, chunk), exc
+    return None
+
+
 def game_id_of(actor_id: int, index: int) -> int:
     return (int(actor_id) << ACTOR_BITS) | int(index)
 
@@ -121,16 +197,29 @@ async def _gather(coroutines: list) -> list:
 
 
 def _read_rows(arrays: dict[str, zarr.Array], lo: int, hi: int) -> dict[str, np.ndarray]:
-    """Rows lo .. hi-1 of every array, read concurrently."""
+    """Rows lo .. hi-1 of every array, read concurrently; ReplayDamage naming the chunk that cannot be read."""
     names = list(arrays)
-    values = _run(_gather([arrays[n].async_array.getitem(slice(lo, hi)) for n in names]))
+    try:
+        values = _run(_gather([arrays[n].async_array.getitem(slice(lo, hi)) for n in names]))
+    except _DAMAGE_ERRORS as exc:
+        # The concurrent read does not say which object failed: look again, chunk by chunk.
+        found = _unreadable_chunk(arrays, lo, hi)
+        file, cause = found if found else (_array_dir(next(iter(arrays.values()))), exc)
+        raise _damage(file, f"rows {lo}..{hi - 1} cannot be read", cause) from None
     return {n: np.asarray(v) for n, v in zip(names, values)}
+
+
+async def _read_commit(group: Path) -> dict | None:
+    try:
+        opened = await zarr.api.asynchronous.open_group(group, mode="r", zarr_format=3)
+    except _DAMAGE_ERRORS as exc:
+        raise _damage(group / "zarr.json", "unreadable zarr metadata", exc) from None
+    return opened.attrs.get("commit")
 
 
 async def _read_commits(groups: list[Path]) -> list[dict | None]:
     """The commit record of each actor group, read concurrently (None where there is none yet)."""
-    opened = await asyncio.gather(*(zarr.api.asynchronous.open_group(g, mode="r", zarr_format=3) for g in groups))
-    return [group.attrs.get("commit") for group in opened]
+    return list(await asyncio.gather(*(_read_commit(g) for g in groups)))
 
 
 def _commit_counts(commit, group_dir: Path) -> tuple[int, int, int]:
@@ -141,9 +230,8 @@ def _commit_counts(commit, group_dir: Path) -> tuple[int, int, int]:
         if type(commit["games"]) is not int or type(commit["positions"]) is not int or min(counts) < 0:
             raise ValueError("counts must be non-negative whole numbers")
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
-        raise ReplayError(f"{group_dir / 'zarr.json'}: the commit record {commit!r} is damaged ({exc}); the "
-                          f"actor's committed games cannot be told from scratch rows. Move its folder aside "
-                          f"(mv {group_dir} {group_dir}.damaged) to go on without its games") from None
+        raise _damage(group_dir / "zarr.json", f"the commit record {commit!r} is damaged ({exc}), so the actor's "
+                      f"committed games cannot be told from scratch rows") from None
     return counts
 
 
@@ -189,8 +277,8 @@ class _ChunkedColumns:
                                   f"{array.chunks[0]}, expected {dtype}{row_shape} in chunks of {self.chunk}")
             self.arrays[name] = array
         self.tail_start = committed // self.chunk * self.chunk
-        self.tail = {name: np.asarray(a[self.tail_start:committed]) if committed > self.tail_start
-                     else _empty_column(*schema[name], 0) for name, a in self.arrays.items()}
+        held = _read_rows(self.arrays, self.tail_start, committed) if committed > self.tail_start else {}
+        self.tail = {name: held[name] if held else _empty_column(*schema[name], 0) for name in self.arrays}
 
     def grow(self, end: int) -> list:
         """Coroutines growing (in whole chunks) the arrays shorter than `end` rows."""
@@ -291,10 +379,8 @@ def _refuse_rows_without_commit(group: zarr.Group, group_dir: Path) -> None:
     # With no commit record the writer would start at row 0, over games that were committed once.
     rows = group["positions/ply"].shape[0] if "positions" in group and "ply" in group["positions"] else 0
     if rows:
-        raise ReplayError(f"{group_dir / 'zarr.json'}: the actor's arrays hold {rows} rows but its commit record "
-                          f"is missing, so committed games cannot be told from scratch rows and would be "
-                          f"overwritten; move the folder aside (mv {group_dir} {group_dir}.damaged) to go on "
-                          f"without its games")
+        raise _damage(group_dir / "zarr.json", f"the actor's arrays hold {rows} rows but its commit record is "
+                      f"missing, so committed games cannot be told from scratch rows and would be overwritten")
 
 
 class ReplayWriter:
@@ -323,28 +409,34 @@ class ReplayWriter:
         self.path = RunDir(run_dir).replay_store
         self._lock = self._take_lock(RunDir(run_dir))
         try:
-            root = _open_root(self.path)
-            self._group = root["actors"].require_group(str(self.actor_id))
+            with _metadata_of(self.path):
+                root = _open_root(self.path)
             group_dir = self.path / "actors" / str(self.actor_id)
-            commit = self._group.attrs.get("commit")
-            if commit is None:
-                _refuse_rows_without_commit(self._group, group_dir)
-                # A new actor's record exists before its first row does: from then on, rows without a
-                # record can only mean a damaged store.
-                commit = {"games": 0, "positions": 0, "time": 0.0, "next_seed_index": 0}
-                self._group.attrs.update({"commit": commit})
-            self.committed_games, self.committed_positions, self.next_seed_index = _commit_counts(commit, group_dir)
-            self._remove_leftovers()
-            self._rows = _ChunkedColumns(self._group.require_group("positions"), POSITION_SCHEMA,
-                                         chunk_rows, self.committed_positions)
-            self._games = _ChunkedColumns(self._group.require_group("games"), GAME_SCHEMA,
-                                          chunk_games, self.committed_games)
+            with _metadata_of(group_dir):
+                self._open_actor(root, group_dir, chunk_rows, chunk_games)
         except BaseException:
             self._release_lock()
             raise
         self._pending: list[tuple[GameRecord, dict[str, np.ndarray]]] = []
         self._pending_positions = 0
         self._pending_since = 0.0
+
+    def _open_actor(self, root: zarr.Group, group_dir: Path, chunk_rows: int, chunk_games: int) -> None:
+        """The actor's group, commit record and columns (created on its first start)."""
+        self._group = root["actors"].require_group(str(self.actor_id))
+        commit = self._group.attrs.get("commit")
+        if commit is None:
+            _refuse_rows_without_commit(self._group, group_dir)
+            # A new actor's record exists before its first row does: from then on, rows without a
+            # record can only mean a damaged store.
+            commit = {"games": 0, "positions": 0, "time": 0.0, "next_seed_index": 0}
+            self._group.attrs.update({"commit": commit})
+        self.committed_games, self.committed_positions, self.next_seed_index = _commit_counts(commit, group_dir)
+        self._remove_leftovers()
+        self._rows = _ChunkedColumns(self._group.require_group("positions"), POSITION_SCHEMA,
+                                     chunk_rows, self.committed_positions)
+        self._games = _ChunkedColumns(self._group.require_group("games"), GAME_SCHEMA,
+                                      chunk_games, self.committed_games)
 
     def _take_lock(self, run: RunDir):
         run.replay_locks.mkdir(parents=True, exist_ok=True)
@@ -515,7 +607,8 @@ def _open_arrays(base: Path, schema: dict, held: dict[str, zarr.Array] | None, r
     # An array handle keeps the shape it was opened with: reopen once the committed rows pass it.
     if held is not None and all(a.shape[0] >= rows for a in held.values()):
         return held
-    return {name: zarr.open_array(base / name, mode="r") for name in schema}
+    with _metadata_of(base):
+        return {name: zarr.open_array(base / name, mode="r") for name in schema}
 
 
 class ReplayReader:
@@ -539,11 +632,11 @@ class ReplayReader:
         """Re-read every actor's commit record; take in the games committed since the last refresh."""
         if not (self.path / "zarr.json").exists():
             return  # no actor has written yet
-        root = zarr.open_group(self.path, mode="r", zarr_format=3)
-        _check_schema(root, self.path)
-        if "actors" not in root:
-            return
-        with warnings.catch_warnings():
+        with _metadata_of(self.path), warnings.catch_warnings():
+            root = zarr.open_group(self.path, mode="r", zarr_format=3)
+            _check_schema(root, self.path)
+            if "actors" not in root:
+                return
             # An actor creating its group right now shows as a folder without zarr.json yet: zarr warns and
             # skips it, and so do we (its games show at a later refresh).
             warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr hierarchy")
@@ -553,7 +646,8 @@ class ReplayReader:
             state = self._actors.setdefault(int(name), _ActorState(int(name)))
             base = self.path / "actors" / name
             if commit is None:  # an actor creating its group; rows without a record are damage
-                _refuse_rows_without_commit(zarr.open_group(base, mode="r", zarr_format=3), base)
+                with _metadata_of(base):
+                    _refuse_rows_without_commit(zarr.open_group(base, mode="r", zarr_format=3), base)
                 continue
             games, positions, _ = _commit_counts(commit, base)
             if games == state.games:
@@ -652,3 +746,85 @@ class ReplayReader:
                     yield StoredGame(positions=positions, **stored, game_id=int(cols["game_id"][k]),
                                      actor_id=actor_id, index=start + k, first_row=int(cols["first_row"][k]),
                                      commit_time=float(cols["commit_time"][k]), rows=game_rows)
+
+
+@dataclass
+class StoreCheck:
+    """What `check_store` found: committed counts of the actors it could read, and every problem."""
+
+    actors: int = 0
+    games: int = 0
+    positions: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def check_store(run_dir: str | os.PathLike) -> StoreCheck:
+    """Verify a run's replay store: every actor's metadata and commit record readable, every committed row
+    of every column readable chunk by chunk, and the game table consistent with the position rows. Reads
+    the whole store once; never writes. (A missing chunk file is no problem by itself: zarr stores no
+    chunk whose values are all fill values, and reads it back as them. One deleted from the game table or
+    the game ids shows as games that no longer tile the rows.)"""
+    path = RunDir(run_dir).replay_store
+    report = StoreCheck()
+    if not (path / "zarr.json").is_file():
+        report.problems.append(f"{path}: no replay store")
+        return report
+    try:
+        with _metadata_of(path), warnings.catch_warnings():
+            root = zarr.open_group(path, mode="r", zarr_format=3)
+            _check_schema(root, path)
+            warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr hierarchy")
+            names = sorted(root["actors"].group_keys(), key=int) if "actors" in root else []
+    except ReplayError as exc:
+        report.problems.append(str(exc))
+        return report
+    for name in names:
+        try:
+            games, positions = _check_actor(path / "actors" / name, int(name), report.problems)
+        except ReplayError as exc:
+            report.problems.append(str(exc))
+            continue
+        report.actors += 1
+        report.games += games
+        report.positions += positions
+    return report
+
+
+def _check_actor(base: Path, actor_id: int, problems: list[str]) -> tuple[int, int]:
+    """Check one actor's group (appending what is wrong to `problems`); its committed (games, positions)."""
+    commit = _run(_read_commit(base))
+    if commit is None:
+        with _metadata_of(base):
+            _refuse_rows_without_commit(zarr.open_group(base, mode="r", zarr_format=3), base)
+        return 0, 0
+    games, positions, _ = _commit_counts(commit, base)
+    tables = {"games": (_open_arrays(base / "games", GAME_SCHEMA, None, games), games),
+              "positions": (_open_arrays(base / "positions", POSITION_SCHEMA, None, positions), positions)}
+    readable = True
+    for table, (arrays, committed) in tables.items():
+        for column, array in arrays.items():
+            if array.shape[0] < committed:
+                problems.append(f"{_array_dir(array)}: holds {array.shape[0]} rows, the commit record says "
+                                f"{committed} are committed")
+                readable = False
+                continue
+            rows = array.chunks[0]
+            for chunk in range(math.ceil(committed / rows)):
+                try:
+                    array[chunk * rows:min((chunk + 1) * rows, committed)]
+                except _DAMAGE_ERRORS as exc:
+                    problems.append(f"{_chunk_file(array, chunk)}: committed rows cannot be read "
+                                    f"({type(exc).__name__}: {exc})")
+                    readable = False
+    if readable and games:
+        table = _read_rows({c: tables["games"][0][c] for c in ("game_id", "first_row", "length")}, 0, games)
+        ends = table["first_row"] + table["length"]
+        if (table["game_id"] != [game_id_of(actor_id, k) for k in range(games)]).any():
+            problems.append(f"{base}/games: game ids are not this actor's games 0..{games - 1} in order")
+        if table["first_row"][0] != 0 or (table["first_row"][1:] != ends[:-1]).any() or ends[-1] != positions:
+            problems.append(f"{base}/games: games do not tile the {positions} committed position rows")
+        else:
+            owner = _read_rows({"game_id": tables["positions"][0]["game_id"]}, 0, positions)["game_id"]
+            if (owner != np.repeat(table["game_id"], table["length"])).any():
+                problems.append(f"{base}/positions: position rows name other games than the game table")
+    return games, positions

@@ -3,6 +3,8 @@
 `replay stats --run DIR` summarises the committed games: counts, results, lengths, how games ended,
 resignations (and how often a resignation would have been wrong, from the games played on past one), and
 positions per checkpoint. `replay export --run DIR --out FILE.pdn` writes every committed game as PDN.
+`replay check --run DIR` verifies the store (every committed row readable, counts consistent, no duplicate
+games) and names every damaged file; it exits 1 when it finds a problem.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("--run", required=True, type=Path, metavar="DIR", help="run directory (holds replay.zarr)")
     export.add_argument("--out", required=True, type=Path, metavar="FILE", help="PDN file to write")
     export.add_argument("--no-progress", action="store_true", help="no progress bar")
+    check = sub.add_parser("check", help="verify the store: every committed row readable, counts, duplicates",
+                           description="Read every committed row of a run's replay store, check the counts "
+                                       "against the commit records and look for duplicate games; name every "
+                                       "damaged file. Exit 1 when anything is wrong.")
+    check.add_argument("--run", required=True, type=Path, metavar="DIR", help="run directory (holds replay.zarr)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
     if not (store / "zarr.json").is_file():
         print(f"error: no replay store at {store}", file=sys.stderr)
         return 2
+    if args.replay_command == "check":
+        return check(args.run)
     try:
         reader = ReplayReader(args.run)
     except ReplayError as exc:
@@ -154,6 +163,30 @@ def format_stats(figures: dict, run_dir: Path) -> str:
     for row in figures["checkpoints"]:
         lines.append(f"    {row['model_version']:>8}  {row['games']:>8}  {row['positions']:>10}  {row['checkpoint']}")
     return "\n".join(lines)
+
+
+def check(run_dir: Path) -> int:
+    """`replay check`: the store's own verification, then duplicates over the games it could read."""
+    from selfplay.replay_buffer import ReplayError, ReplayReader, check_store
+
+    report = check_store(run_dir)
+    print(f"replay store of {run_dir}: {report.actors} actors read, {report.games} committed games, "
+          f"{report.positions} positions")
+    problems = list(report.problems)
+    if not problems:
+        try:
+            figures = replay_stats(ReplayReader(run_dir))
+        except ReplayError as exc:
+            problems.append(str(exc))
+        else:
+            if figures["duplicate_games"]:
+                problems.append(f"{figures['duplicate_games']} duplicate games ({figures['duplicate_positions']} "
+                                f"positions): repeats of a game already stored")
+    for problem in problems:
+        print(f"problem: {problem}")
+    print("ok: every committed row is readable, the counts agree and no game is stored twice" if not problems
+          else f"{len(problems)} problem(s) found")
+    return 1 if problems else 0
 
 
 def export_pdn(reader, out: Path, progress: bool = True) -> int:

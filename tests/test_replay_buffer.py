@@ -14,9 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from selfplay import replay_buffer
 from selfplay.random_records import random_game_record
 from selfplay.records import POLICY_SLOTS, GameRecord
 from selfplay.replay_buffer import (
+    ReplayDamage,
     ReplayError,
     ReplayReader,
     ReplayWriter,
@@ -432,3 +434,97 @@ def test_a_new_actor_has_a_commit_record_before_its_first_row(tmp_path):
     assert json.loads(_actor_zarr_json(tmp_path, 4).read_text())["attributes"]["commit"]["games"] == 0
     writer.close()
     assert ReplayReader(tmp_path).total_games() == 0
+
+
+def _store_with_games(run: Path, games: int = 6) -> None:
+    with ReplayWriter(run, 0, commit_positions=1, chunk_rows=64, chunk_games=4) as writer:
+        for seed in range(games):
+            writer.append_game(record(seed))
+
+
+def _damage_store(run: Path, damage: str) -> Path:
+    """Damage one file of a store as a crash, a full disk or a hand edit would; the damaged file."""
+    actor = RunDir(run).replay_store / "actors" / "0"
+    if damage == "truncated chunk":
+        target = actor / "positions" / "black" / "c" / "1"
+        target.write_bytes(target.read_bytes()[:20])
+    elif damage == "garbage actor metadata":
+        target = actor / "zarr.json"
+        target.write_text("garbage{")
+    elif damage == "garbage column metadata":
+        target = actor / "positions" / "ply" / "zarr.json"
+        target.write_text('{"zarr_format": 3')
+    elif damage == "commit record of the wrong type":
+        target = actor / "zarr.json"
+        meta = json.loads(target.read_text())
+        meta["attributes"]["commit"] = ["games", 6]
+        target.write_text(json.dumps(meta))
+    else:
+        raise AssertionError(damage)
+    return target
+
+
+DAMAGES = ["truncated chunk", "garbage actor metadata", "garbage column metadata", "commit record of the wrong type"]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_store_is_one_clear_error_naming_the_file(tmp_path, damage):
+    # Before: zstd RuntimeError, JSONDecodeError or TypeError tracebacks naming no file, and a trainer that
+    # restarted every 10 s on them.
+    _store_with_games(tmp_path)
+    damaged = _damage_store(tmp_path, damage)
+    with pytest.raises(ReplayDamage, match=f"^{damaged}: .*replay check --run {tmp_path}"):
+        reader = ReplayReader(tmp_path)
+        reader.sample(64, 10_000, np.random.default_rng(0))
+        list(reader.iter_games(positions=True))
+    if damage != "truncated chunk":  # a writer reads no committed chunk of another column than its tail
+        with pytest.raises(ReplayDamage, match=f"^{damaged}: "):
+            ReplayWriter(tmp_path, 0)
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_replay_check_names_every_damaged_file(tmp_path, damage):
+    from play.cli import main
+
+    _store_with_games(tmp_path)
+    assert replay_buffer.check_store(tmp_path).problems == []
+    assert replay_buffer.check_store(tmp_path).games == 6
+    damaged = _damage_store(tmp_path, damage)
+    report = replay_buffer.check_store(tmp_path)
+    assert len(report.problems) == 1 and report.problems[0].startswith(f"{damaged}: ")
+    assert main(["replay", "check", "--run", str(tmp_path)]) == 1
+
+
+def test_replay_check_finds_games_that_do_not_tile_the_rows(tmp_path, capsys):
+    from play.cli import main
+
+    _store_with_games(tmp_path)
+    assert main(["replay", "check", "--run", str(tmp_path)]) == 0
+    assert "ok: every committed row is readable" in capsys.readouterr().out
+    # A game table whose lengths no longer add up to the committed rows (a lost chunk reads as zeros).
+    lengths = RunDir(tmp_path).replay_store / "actors" / "0" / "games" / "length" / "c" / "1"
+    lengths.unlink()
+    report = replay_buffer.check_store(tmp_path)
+    assert any("do not tile" in p for p in report.problems), report.problems
+
+
+def test_replay_check_counts_duplicate_games(tmp_path, capsys):
+    from play.cli import main
+
+    with ReplayWriter(tmp_path, 0, commit_positions=1) as writer:
+        writer.append_game(record(1))
+        writer.append_game(record(1))
+    assert main(["replay", "check", "--run", str(tmp_path)]) == 1
+    assert "1 duplicate games" in capsys.readouterr().out
+
+
+def test_an_actor_on_a_damaged_store_stops_for_good(tmp_path, monkeypatch):
+    # A restart would meet the same file: the role exits with the code the supervisor does not restart.
+    from train.loop import LoopConfig, actor_role
+    from train.supervisor import FATAL_EXIT_CODE
+
+    _store_with_games(tmp_path)
+    _damage_store(tmp_path, "garbage actor metadata")
+    with pytest.raises(SystemExit) as stop:
+        actor_role(str(tmp_path), LoopConfig(), 0)
+    assert stop.value.code == FATAL_EXIT_CODE

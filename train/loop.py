@@ -10,6 +10,7 @@ optimizer and its count of samples drawn, and the gatekeeper replays an undecide
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import signal
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from selfplay.actor import SelfPlayConfig, load_ballot, run_actor
-from selfplay.replay_buffer import ReplayReader
+from selfplay.replay_buffer import ReplayDamage, ReplayError, ReplayReader
 from train.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_gating_log
 from train.ratings import REFERENCE, RatingsTable
 from train.supervisor import FATAL_EXIT_CODE, Supervisor
@@ -60,7 +61,23 @@ class LoopConfig:
 
 # ---------------------------------------------------------------------------------------------- roles
 
+@contextlib.contextmanager
+def stops_for_good(role: str, *errors: type[Exception]):
+    """A role meeting one of these errors exits with the supervisor's fatal code and one log line: a
+    restart would only meet it again (a damaged replay store, a ballot gone missing)."""
+    try:
+        yield
+    except errors as exc:
+        log.error("%s cannot go on: %s", role, exc)
+        sys.exit(FATAL_EXIT_CODE)
+
+
 def trainer_role(run_dir: str, cfg: LoopConfig, initial: str) -> None:
+    with stops_for_good("trainer", ReplayDamage):
+        _train(run_dir, cfg, initial)
+
+
+def _train(run_dir: str, cfg: LoopConfig, initial: str) -> None:
     run = RunDir(run_dir)
     trainer = Trainer(Path(run_dir), cfg.trainer, Path(initial))
     last = [0.0]
@@ -83,12 +100,8 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, request_stop)
     run = RunDir(run_dir)
-    try:
+    with stops_for_good("gatekeeper", BallotError, FileNotFoundError):  # the ballot went missing mid-run
         keeper = Gatekeeper(run.root, cfg.gating, cfg.selfplay.rules, should_stop=lambda: stop["now"])
-    except (BallotError, FileNotFoundError) as exc:
-        # The ballot went missing while the run was going: a restart would only fail the same way.
-        log.error("gatekeeper cannot start: %s", exc)
-        sys.exit(FATAL_EXIT_CODE)
     try:
         keeper.ensure_rated(run.read_best().path)
         while not stop["now"]:
@@ -108,7 +121,8 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
 
 
 def actor_role(run_dir: str, cfg: LoopConfig, actor_id: int) -> None:
-    run_actor(run_dir, actor_id, cfg.selfplay)
+    with stops_for_good(f"actor {actor_id}", ReplayDamage):
+        run_actor(run_dir, actor_id, cfg.selfplay)
 
 
 def run_initial_checkpoint(run_dir: Path, source: Path) -> Path:
@@ -131,9 +145,12 @@ def run_initial_checkpoint(run_dir: Path, source: Path) -> Path:
 
 def status_snapshot(run: Path) -> dict:
     """What the status line shows, read from the run directory alone."""
-    reader = ReplayReader(run)
     layout = RunDir(run)
-    snap: dict = {"games": reader.total_games(), "positions": reader.total_positions()}
+    try:
+        reader = ReplayReader(run)
+        snap: dict = {"games": reader.total_games(), "positions": reader.total_positions()}
+    except ReplayError as exc:  # the role that meets it stops the run with the message; the line goes on
+        snap = {"games": "?", "positions": "?", "replay_error": str(exc)}
     trainer_status = layout.read_status("trainer")
     if trainer_status is not None:
         snap["trainer"] = trainer_status

@@ -36,6 +36,7 @@ from zero.config import atomic_write_bytes
 
 CONFIG_FILE = "loop-config.toml"
 CANDIDATE_PREFIX = "candidate-"
+REPLAY_STORE = "replay.zarr"
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class RunDir:
 
     @property
     def replay_store(self) -> Path:
-        return self.root / "replay.zarr"
+        return self.root / REPLAY_STORE
 
     @property
     def replay_locks(self) -> Path:
