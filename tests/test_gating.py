@@ -64,3 +64,55 @@ def test_a_stop_during_the_rating_phase_counts_nothing_twice(setup):
         assert sum(rated) == cfg.rating_games, spec
     assert len(table.recorded) == len(set(table.recorded)) == 3
     assert [e["candidate"] for e in read_gating_log(run.root)] == [str(candidate)]
+
+
+def test_an_interrupted_gate_resumes_game_by_game_and_is_taken_before_newer_candidates(setup, tmp_path):
+    # Before: a stop threw the match away ("will be replayed on resume") and the resumed gatekeeper took the
+    # newest candidate instead, so under repeated stops no match ever finished.
+    run, cfg, (best, candidate) = setup
+    cfg.sprt = SprtConfig(max_pairs=3, min_pairs=3)  # all 6 games: the stop must fall inside the match
+    cfg.parallel_games = 1  # one game at a time, so that the stop leaves finished games behind
+    uninterrupted = Gatekeeper(RunDir(tmp_path / "reference").root, cfg)
+    for path in (best, candidate):
+        save_path = RunDir(tmp_path / "reference").candidate(int(path.stem.split("-")[1]))
+        save_path.parent.mkdir(parents=True, exist_ok=True)
+        save_path.write_bytes(path.read_bytes())
+    reference = uninterrupted.gate(RunDir(tmp_path / "reference").candidate(200), 200,
+                                   RunDir(tmp_path / "reference").candidate(100))
+
+    journal = run.match_journal(Gatekeeper.gate_name(candidate, best))
+    stop = {"now": False}
+
+    def stop_after_three_games() -> bool:
+        lines = journal.read_text().splitlines() if journal.exists() else []
+        stop["now"] = stop["now"] or len(lines) >= 3
+        return stop["now"]
+
+    run.write_best(best, 100, "test")
+    keeper = Gatekeeper(run.root, cfg, should_stop=stop_after_three_games)
+    keeper.ensure_rated(best)
+    with pytest.raises(GatingInterrupted):
+        keeper.gate(candidate, 200, best)
+    assert len(journal.read_text().splitlines()) == 3 and read_gating_log(run.root) == []
+
+    # A newer candidate arrives meanwhile: the interrupted match is still the one taken.
+    newer = run.candidate(300)
+    newer.write_bytes(candidate.read_bytes())
+    resumed = Gatekeeper(run.root, cfg)
+    assert resumed.next_candidate() == (200, candidate)
+    played = []
+    original = resumed._match
+
+    def counting_match(name, a, b, *args, **kwargs):
+        on_game = kwargs.get("on_game")
+        if name.startswith("gate-"):
+            kwargs["on_game"] = lambda g, r: (played.append(g.round), on_game and on_game(g, r))
+        return original(name, a, b, *args, **kwargs)
+
+    resumed._match = counting_match
+    entry = resumed.gate(candidate, 200, best)
+    assert played == [4, 5, 6]  # the three games the stop did not reach, and no other
+    assert (entry["wins"], entry["draws"], entry["losses"], entry["games"]) == (
+        reference["wins"], reference["draws"], reference["losses"], reference["games"])
+    assert not journal.exists()
+    assert resumed.next_candidate() == (300, newer)

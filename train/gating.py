@@ -4,14 +4,17 @@ The gatekeeper owns three files of the run directory (zero.rundir), each rewritt
 - the best-network pointer (actors switch to it between games);
 - the ratings: the pairwise results behind every rating (train.ratings);
 - the gating log: one line per decided candidate (append-only; a torn last line is ignored on reading).
-Every match is saved as PDN in the run's matches folder. A match interrupted by a crash is simply replayed: its games
-enter the ratings only once the match is decided, so nothing is counted twice.
+Every match is saved as PDN in the run's matches folder. While a match is played, each finished game is appended to
+its journal (zero.rundir `match_journal`); a match interrupted by a stop or a crash resumes from its journal, so only
+the games in flight are played again, and the gatekeeper finishes the match in progress before it takes a newer
+candidate. A match's games enter the ratings once, when it is decided, keyed by its name, so nothing is counted twice.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +24,7 @@ import torch
 
 from selfplay.actor import load_ballot
 from selfplay.search import SearchConfig
-from train.match import MatchResult, NetworkPlayer, play_match
+from train.match import MatchGame, MatchResult, NetworkPlayer, play_match
 from train.player_specs import make_player
 from train.ratings import YARDSTICKS, PlayerInfo, RatingsTable
 from train.sprt import PairSprt, SprtConfig
@@ -74,7 +77,45 @@ def _append_gating_log(run_dir: Path, entry: dict) -> None:
 
 
 class GatingInterrupted(Exception):
-    """The gatekeeper was asked to stop in the middle of a match (nothing of the match was recorded)."""
+    """The gatekeeper was asked to stop in the middle of a match (its finished games are in its journal)."""
+
+
+class MatchJournal:
+    """The finished games of one match in progress, one JSON line per game, appended as each game ends.
+
+    Appending (with fsync) costs one line per game where rewriting the file would cost the whole match; a
+    line torn by a crash is the last one, and reading stops there. A game that does not replay under the
+    rules (a hand-edited or damaged line) also ends the reading: the games from it on are played again."""
+
+    def __init__(self, path: Path, a: str, b: str):
+        self.path = path
+        self.a, self.b = a, b
+
+    def read(self, openings, rules: RulesConfig) -> MatchResult:
+        done = MatchResult(self.a, self.b)
+        if not self.path.exists():
+            return done
+        for line in self.path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+                opening_index = int(entry["opening_index"])
+                game = MatchGame.from_json(entry, openings[opening_index], rules)
+                if {game.black, game.white} != {self.a, self.b}:
+                    raise ValueError(f"a game of {game.black} and {game.white}")
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                log.warning("%s: reading stops at a line that is not a finished game of this match (%s); the "
+                            "games from there on are played again", self.path, exc)
+                break
+            done.add(game, game.black == self.a, opening_index)
+        return done
+
+    def append(self, game: MatchGame, result: MatchResult) -> None:
+        line = json.dumps({**game.to_json(), "opening_index": result.opening_index[-1]}) + "\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
 
 
 class Gatekeeper:
@@ -104,12 +145,14 @@ class Gatekeeper:
         table = self._ratings()
         for weaker, stronger in zip(YARDSTICKS, YARDSTICKS[1:]):
             if table.results.get("|".join(sorted((weaker, stronger)))):
+                self._close_journal(f"calibration-{stronger}-vs-{weaker}")
                 continue
-            result = self._match(make_player(stronger, self.cfg.seed), make_player(weaker, self.cfg.seed + 1),
-                                 self.cfg.seed, self.cfg.calibration_games, self.cfg.calibration_games)
             name = f"calibration-{stronger}-vs-{weaker}"
+            result = self._match(name, make_player(stronger, self.cfg.seed), make_player(weaker, self.cfg.seed + 1),
+                                 self.cfg.seed, self.cfg.calibration_games, self.cfg.calibration_games)
             self._save_match(result, name)
             self._record(name, stronger, weaker, result)
+            self._close_journal(name)
             log.info("calibration %s vs %s: +%d =%d -%d", stronger, weaker, result.wins, result.draws, result.losses)
 
     def _record(self, name: str, a: str, b: str, result: MatchResult, *players: PlayerInfo) -> None:
@@ -129,23 +172,44 @@ class Gatekeeper:
         for spec in self.cfg.rating_yardsticks:
             name = f"rating-{player.name}-vs-{spec}"
             if name in self._ratings().recorded:
+                self._close_journal(name)
                 continue
-            result = self._match(player, make_player(spec, self.cfg.seed), self.cfg.seed + step,
+            result = self._match(name, player, make_player(spec, self.cfg.seed), self.cfg.seed + step,
                                  self.cfg.rating_games, self.cfg.rating_games)
             self._save_match(result, name)
             self._record(name, player.name, spec, result, info)
+            self._close_journal(name)
 
     # -- gating ------------------------------------------------------------------------------------------
     def _network_player(self, checkpoint: Path) -> NetworkPlayer:
         evaluator = Evaluator(load_checkpoint(checkpoint).build_network(), self.device)
         return NetworkPlayer(checkpoint.stem, evaluator, self.cfg.simulations, self.cfg.search)
 
-    def _match(self, a, b, seed: int, games: int | None, parallel: int, **kwargs) -> MatchResult:
-        """A lockstep match that aborts (raising GatingInterrupted) when the gatekeeper must stop."""
-        user_stop = kwargs.pop("should_stop", lambda _: False)
+    def _journal(self, name: str, a: str, b: str) -> MatchJournal:
+        return MatchJournal(self.run.match_journal(name), a, b)
+
+    def _close_journal(self, name: str) -> None:
+        """Once the match is recorded (and, for a gate, decided): a resume must not find it in progress."""
+        self.run.match_journal(name).unlink(missing_ok=True)
+
+    def _match(self, name: str, a, b, seed: int, games: int | None, parallel: int,
+               on_game=None, should_stop=lambda _: False, done: MatchResult | None = None) -> MatchResult:
+        """A lockstep match that resumes from its journal (or from `done`, read from it already), writes
+        each finished game to it, and aborts (raising GatingInterrupted) when the gatekeeper must stop."""
+        journal = self._journal(name, a.name, b.name)
+        if done is None:
+            done = journal.read(self.openings, self.rules)
+
+        def finished(game: MatchGame, result: MatchResult) -> None:
+            journal.append(game, result)
+            if on_game is not None:
+                on_game(game, result)
+
+        if done.games:
+            log.info("%s: resuming after %d finished games", name, len(done.games))
         result = play_match(
-            a, b, self.openings, self.rules, seed, games=games, parallel=parallel,
-            should_stop=lambda r: self.should_stop() or user_stop(r), **kwargs,
+            a, b, self.openings, self.rules, seed, games=games, parallel=parallel, on_game=finished,
+            should_stop=lambda r: self.should_stop() or should_stop(r), done=done,
         )
         if self.should_stop():
             raise GatingInterrupted()
@@ -163,18 +227,20 @@ class Gatekeeper:
         sprt = PairSprt(self.cfg.sprt)
         pending: dict[int, list[float]] = {}
 
-        def on_game(record, result: MatchResult) -> None:
-            i = len(result.games) - 1
+        def count(result: MatchResult, i: int) -> None:
             pending.setdefault(result.opening_index[i], []).append(result.points_for_a(i))
             if len(pending[result.opening_index[i]]) == 2:
                 sprt.add_pair(sum(pending.pop(result.opening_index[i])))
 
         started = time.time()
-        result = self._match(cand_player, best_player, self.cfg.seed + candidate_step, None,
-                             self.cfg.parallel_games, on_game=on_game,
-                             should_stop=lambda _: sprt.decision() is not None)
+        name = self.gate_name(candidate, best)
+        done = self._journal(name, cand_player.name, best_player.name).read(self.openings, self.rules)
+        for i in range(len(done.games)):  # the SPRT sees the resumed games in the order they finished
+            count(done, i)
+        result = self._match(name, cand_player, best_player, self.cfg.seed + candidate_step, None,
+                             self.cfg.parallel_games, on_game=lambda _, r: count(r, len(r.games) - 1),
+                             should_stop=lambda _: sprt.decision() is not None, done=done)
         decision = sprt.decision() or ("promote" if sprt.elo_interval()[1] > self.cfg.sprt.elo0 else "reject")
-        name = f"gate-{cand_player.name}-vs-{best_player.name}"
         pdn_path = self._save_match(result, name)
         elo, low, high = sprt.elo_interval() if sprt.pair_scores else (0.0, 0.0, 0.0)
         self._record(name, cand_player.name, best_player.name, result,
@@ -191,7 +257,26 @@ class Gatekeeper:
         if decision == "promote":
             self.run.write_best(candidate, candidate_step, f"won gating match {pdn_path.name}")
         _append_gating_log(self.run_dir, entry)
+        self._close_journal(name)
         return entry
+
+    @staticmethod
+    def gate_name(candidate: Path, best: Path) -> str:
+        return f"gate-{candidate.stem}-vs-{best.stem}"
+
+    def next_candidate(self) -> tuple[int, Path] | None:
+        """The candidate to gate now: one whose match was interrupted (its finished games are kept), else the
+        newest undecided one; the others are recorded as skipped."""
+        pending = self.pending_candidates()
+        if not pending:
+            return None
+        best = self.run.read_best().path
+        started = [c for c in pending if self.run.match_journal(self.gate_name(c[1], best)).exists()]
+        chosen = started[-1] if started else pending[-1]
+        for step, path in pending:
+            if (step, path) != chosen and step < chosen[0]:
+                self.skip(path, step)
+        return chosen
 
     def ensure_rated(self, checkpoint: Path) -> None:
         """Calibrate the yardsticks and rate a checkpoint (the run's first best) unless done already."""

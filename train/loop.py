@@ -105,19 +105,17 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
     try:
         keeper.ensure_rated(run.read_best().path)
         while not stop["now"]:
-            pending = keeper.pending_candidates()
-            if not pending:
+            # An interrupted match first, else only the newest candidate is worth a match.
+            chosen = keeper.next_candidate()
+            if chosen is None:
                 time.sleep(5)
                 continue
-            # Only the newest candidate is worth a match; older ones are recorded as skipped.
-            for step, path in pending[:-1]:
-                keeper.skip(path, step)
-            step, path = pending[-1]
+            step, path = chosen
             best = run.read_best().path
             entry = keeper.gate(path, step, best)
             log.info("gating %s vs %s: %s", path.name, best.name, entry["decision"])
     except GatingInterrupted:
-        log.info("gatekeeper stopped during a match; it will be replayed on resume")
+        log.info("gatekeeper stopped during a match; its finished games are kept and it resumes on restart")
 
 
 def actor_role(run_dir: str, cfg: LoopConfig, actor_id: int) -> None:

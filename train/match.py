@@ -83,6 +83,28 @@ class MatchGame:
     def points_for_black(self) -> float:
         return (self.outcome.winner + 1) / 2
 
+    def to_json(self) -> dict:
+        return {"round": self.round, "black": self.black, "white": self.white,
+                "moves": [str(m) for m in self.moves], "winner": self.outcome.winner,
+                "termination": self.outcome.termination.value, "seed": self.seed}
+
+    @classmethod
+    def from_json(cls, entry: dict, opening: Opening, rules: RulesConfig) -> "MatchGame":
+        """The game `to_json` wrote, replayed under the rules from its opening's start: a move that is not
+        legal there, or an outcome the replay does not reach, is a ValueError."""
+        game = Game(start=opening.start, rules=rules)
+        for text in entry["moves"]:
+            if game.outcome is not None:
+                raise ValueError(f"moves after the end of the game (round {entry['round']})")
+            move = next((m for m in game.legal_moves() if str(m) == text), None)
+            if move is None:
+                raise ValueError(f"{text} is not legal at ply {game.ply} (round {entry['round']})")
+            game.play(move)
+        if game.outcome != Outcome(int(entry["winner"]), Termination(entry["termination"])):
+            raise ValueError(f"round {entry['round']} does not end as recorded")
+        return cls(int(entry["round"]), opening, str(entry["black"]), str(entry["white"]), tuple(game.moves),
+                   game.outcome, int(entry["seed"]))
+
     def pdn(self, event: str = "checkers-zero match") -> str:
         from zero.pdn import write_game
 
@@ -194,6 +216,11 @@ class MatchResult:
             by_opening.setdefault(self.opening_index[i], []).append(self.points_for_a(i))
         return [(sum(p), len(p)) for p in by_opening.values()]
 
+    def add(self, game: MatchGame, a_is_black: bool, opening_index: int) -> None:
+        self.games.append(game)
+        self.a_is_black.append(a_is_black)
+        self.opening_index.append(opening_index)
+
     def pdn(self) -> str:
         """Every game as PDN, the event naming both players."""
         return "\n".join(g.pdn(event=f"{self.a} vs {self.b}") for g in self.games)
@@ -265,6 +292,7 @@ def play_match(
     on_game: Callable[[MatchGame, MatchResult], None] | None = None,
     should_stop: Callable[[MatchResult], bool] | None = None,
     progress: bool = False,
+    done: MatchResult | None = None,
 ) -> MatchResult:
     """Play the ballot schedule (each opening with A as Black, then as White; its first `games` games),
     `parallel` games at a time. Game k's seed is mix_seed(seed, k); the rules end every game, their
@@ -272,9 +300,16 @@ def play_match(
 
     on_game(game, result_so_far) runs after each finished game; should_stop(result) is asked after each
     one and ends the match early (games still in flight are dropped and not counted).
+
+    `done` holds the finished games of an interrupted run of the same match: they start the result, and
+    their rounds are not played again (a game is a function of its seed, so the rest is what an
+    uninterrupted match would have played).
     """
-    schedule = match_schedule(openings, games)
     result = MatchResult(a.name, b.name)
+    for i, game in enumerate(done.games if done else []):
+        result.add(game, done.a_is_black[i], done.opening_index[i])
+    played = {game.round for game in result.games}
+    schedule = [(k, entry) for k, entry in enumerate(match_schedule(openings, games)) if k + 1 not in played]
     searches = {id(p): BatchedSearch(parallel, p.config, rules, simulations=p.simulations)
                 for p in (a, b) if isinstance(p, NetworkPlayer)}
     slots: list[_Slot | None] = [None] * parallel
@@ -283,10 +318,11 @@ def play_match(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(schedule), unit="game", desc=f"{a.name} vs {b.name}", file=sys.stderr)
+        bar = tqdm(total=len(schedule) + len(played), initial=len(played), unit="game",
+                   desc=f"{a.name} vs {b.name}", file=sys.stderr)
 
     def start(g: int) -> _Slot:
-        opening_index, a_black = schedule[next_game]
+        k, (opening_index, a_black) = schedule[next_game]
         opening = openings[opening_index]
         game = Game(start=opening.start, rules=rules)
         for move in opening.replay():
@@ -295,7 +331,7 @@ def play_match(
             game.play(move)
         for search in searches.values():
             search.set_root(g, game)
-        return _Slot(next_game + 1, opening_index, a_black, game, mix_seed(seed, next_game))
+        return _Slot(k + 1, opening_index, a_black, game, mix_seed(seed, k))
 
     def finish(g: int, slot: _Slot) -> bool:
         game = slot.game
@@ -304,9 +340,7 @@ def play_match(
         black, white = (a, b) if slot.a_black else (b, a)
         record = MatchGame(slot.round, openings[slot.opening_index], black.name, white.name, tuple(game.moves), game.outcome,
                            slot.seed)
-        result.games.append(record)
-        result.a_is_black.append(slot.a_black)
-        result.opening_index.append(slot.opening_index)
+        result.add(record, slot.a_black, slot.opening_index)
         slots[g] = None
         for search in searches.values():
             search.stop(g)

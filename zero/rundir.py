@@ -11,7 +11,8 @@ place that says where each of them finds what it needs (as minigo's fsdb does):
       expert-oca/             the OCA expert dataset the trainer mixes in, built on first use
       checkpoints/            initial-NAME.pt (the run's copy of its start), candidate-NNNNNNN.pt,
                               trainer-state.pt, best.json (the current best network)
-      matches/                every gating, rating and calibration match as PDN
+      matches/                every gating, rating and calibration match as PDN; NAME.games.jsonl holds
+                              the finished games of a match in progress, so a stop loses only games in flight
       gating.jsonl            one line per gating decision
       ratings.json            all results behind the Elo table; ratings.png is drawn from it
       status/                 each role's latest figures (ROLE.json), for the status line
@@ -128,6 +129,10 @@ class RunDir:
 
     def match_pdn(self, name: str) -> Path:
         return self.matches / f"{name.replace(':', '')}.pdn"
+
+    def match_journal(self, name: str) -> Path:
+        """The finished games of a match still being played (one JSON line each), kept until it is decided."""
+        return self.matches / f"{name.replace(':', '')}.games.jsonl"
 
     @property
     def gating_log(self) -> Path:
