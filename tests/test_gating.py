@@ -116,3 +116,24 @@ def test_an_interrupted_gate_resumes_game_by_game_and_is_taken_before_newer_cand
         reference["wins"], reference["draws"], reference["losses"], reference["games"])
     assert not journal.exists()
     assert resumed.next_candidate() == (300, newer)
+
+
+def test_the_status_line_shows_the_match_in_progress(setup):
+    # Before: the status line said nothing of a match until it was decided, minutes later.
+    from train.loop import format_status, status_snapshot
+
+    run, cfg, (best, candidate) = setup
+    run.write_best(best, 100, "test")
+    journal = run.match_journal(Gatekeeper.gate_name(candidate, best))
+    cfg.parallel_games = 1
+    cfg.sprt = SprtConfig(max_pairs=3, min_pairs=3)
+    keeper = Gatekeeper(run.root, cfg, should_stop=lambda: journal.exists()
+                        and len(journal.read_text().splitlines()) >= 2)
+    with pytest.raises(GatingInterrupted):
+        keeper.gate(candidate, 200, best)
+    line = format_status(status_snapshot(run.root), 60.0)
+    assert "playing gate-candidate-0000200-vs-candidate-0000100: game 2/6 +" in line, line
+    keeper.show_idle()
+    assert "gatekeeper: waiting for a candidate" in format_status(status_snapshot(run.root), 60.0)
+    run.write_status("trainer", {"step": 0, "phase": "building the OCA expert dataset (first start only, ~40 s)"})
+    assert "trainer: building the OCA expert dataset" in format_status(status_snapshot(run.root), 60.0)

@@ -24,7 +24,7 @@ import torch
 
 from selfplay.actor import load_ballot
 from selfplay.search import SearchConfig
-from train.match import MatchGame, MatchResult, NetworkPlayer, play_match
+from train.match import MatchGame, MatchResult, NetworkPlayer, match_schedule, play_match
 from train.player_specs import make_player
 from train.ratings import YARDSTICKS, PlayerInfo, RatingsTable
 from train.sprt import PairSprt, SprtConfig
@@ -200,13 +200,17 @@ class Gatekeeper:
         if done is None:
             done = journal.read(self.openings, self.rules)
 
+        total = len(match_schedule(self.openings, games))
+
         def finished(game: MatchGame, result: MatchResult) -> None:
             journal.append(game, result)
             if on_game is not None:
                 on_game(game, result)
+            self._show_match(name, result, total)
 
         if done.games:
             log.info("%s: resuming after %d finished games", name, len(done.games))
+        self._show_match(name, done, total)
         result = play_match(
             a, b, self.openings, self.rules, seed, games=games, parallel=parallel, on_game=finished,
             should_stop=lambda r: self.should_stop() or should_stop(r), done=done,
@@ -214,6 +218,14 @@ class Gatekeeper:
         if self.should_stop():
             raise GatingInterrupted()
         return result
+
+    def _show_match(self, name: str, result: MatchResult, total: int) -> None:
+        """The match in progress, for the loop's status line."""
+        self.run.write_status("gatekeeper", {"match": name, "games": len(result.games), "of": total,
+                                             "wins": result.wins, "draws": result.draws, "losses": result.losses})
+
+    def show_idle(self) -> None:
+        self.run.write_status("gatekeeper", {"phase": "waiting for a candidate"})
 
     def _save_match(self, result: MatchResult, name: str) -> Path:
         path = self.run.match_pdn(name)

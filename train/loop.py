@@ -79,7 +79,11 @@ def trainer_role(run_dir: str, cfg: LoopConfig, initial: str) -> None:
 
 def _train(run_dir: str, cfg: LoopConfig, initial: str) -> None:
     run = RunDir(run_dir)
+    if cfg.trainer.expert_data == "auto" and not run.expert_data.exists():
+        run.write_status("trainer", {"phase": "building the OCA expert dataset (first start only, ~40 s)"})
     trainer = Trainer(Path(run_dir), cfg.trainer, Path(initial))
+    run.write_status("trainer", {"step": trainer.step, "phase": f"waiting for self-play positions (training "
+                                                                f"starts at {cfg.trainer.min_positions})"})
     last = [0.0]
 
     def on_step(step: int, metrics: dict) -> None:
@@ -108,6 +112,7 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
             # An interrupted match first, else only the newest candidate is worth a match.
             chosen = keeper.next_candidate()
             if chosen is None:
+                keeper.show_idle()
                 time.sleep(5)
                 continue
             step, path = chosen
@@ -149,9 +154,10 @@ def status_snapshot(run: Path) -> dict:
         snap: dict = {"games": reader.total_games(), "positions": reader.total_positions()}
     except ReplayError as exc:  # the role that meets it stops the run with the message; the line goes on
         snap = {"games": "?", "positions": "?", "replay_error": str(exc)}
-    trainer_status = layout.read_status("trainer")
-    if trainer_status is not None:
-        snap["trainer"] = trainer_status
+    for role in ("trainer", "gatekeeper"):
+        role_status = layout.read_status(role)
+        if role_status is not None:
+            snap[role] = role_status
     best = layout.read_best()
     if best:
         snap["best"] = best.name
@@ -177,9 +183,11 @@ def format_status(snap: dict, elapsed: float) -> str:
     parts = [f"[{elapsed / 60:6.1f} min]", f"games {snap['games']}", f"positions {snap['positions']}"]
     tr = snap.get("trainer")
     if tr:
-        parts.append(f"step {tr.get('step', 0)}")
         if "loss" in tr:
+            parts.append(f"step {tr['step']}")
             parts.append(f"loss {tr['loss']:.3f}")
+        elif "phase" in tr:
+            parts.append(f"trainer: {tr['phase']}")
     if "best" in snap:
         elo = ""
         if "best_elo" in snap:
@@ -193,6 +201,14 @@ def format_status(snap: dict, elapsed: float) -> str:
                      f"+{gate['wins']}={gate['draws']}-{gate['losses']}")
     if "promotions" in snap:
         parts.append(f"promotions {snap['promotions']}")
+    keeper = snap.get("gatekeeper")
+    if keeper and "match" in keeper and keeper["games"] < keeper["of"]:
+        parts.append(f"playing {keeper['match']}: game {keeper['games']}/{keeper['of']} "
+                     f"+{keeper['wins']}={keeper['draws']}-{keeper['losses']}")
+    elif keeper and "phase" in keeper:
+        parts.append(f"gatekeeper: {keeper['phase']}")
+    if "replay_error" in snap:
+        parts.append(f"replay store: {snap['replay_error']}")
     return " | ".join(parts)
 
 

@@ -33,7 +33,12 @@ def expected_score(elo: float) -> float:
 @dataclass(frozen=True)
 class SprtConfig:
     elo0: float = 0.0  # H0: the candidate is no stronger than this
-    elo1: float = 20.0  # H1: the candidate is at least this much stronger
+    # H1: the candidate is at least this much stronger. 40 rather than a finer 20: within the 144-pair cap
+    # an SPRT for +20 almost never decides (a level candidate played 140 of 144 pairs on average), while
+    # +40 decides a level one in 89 pairs and a weaker one in 61, with about the same promotion rates
+    # (benchmarks/sprt_bench.py; benchmarks/RESULTS.md). A good candidate missed is gated again soon: the
+    # next one carries the same training and more.
+    elo1: float = 40.0
     alpha: float = 0.05  # false promotion rate
     beta: float = 0.05  # false rejection rate
     max_pairs: int = 144  # the whole 3-move ballot, each opening with both colours
