@@ -77,3 +77,23 @@ def test_a_gatekeeper_without_its_ballot_fails_for_good(tmp_path, monkeypatch):
         for sig, handler in saved.items():
             signal.signal(sig, handler)
     assert stop.value.code == FATAL_EXIT_CODE
+
+
+def test_a_resumed_run_refuses_a_setting_it_cannot_honour(tmp_path, capsys):
+    # Before: `--set initial_checkpoint=...` on a resumed run was recorded in its config but never used (the
+    # run goes on from the copy it made on its first start).
+    from zero.config import save_config
+    from zero.rundir import RunDir
+
+    save_config(LoopConfig(), RunDir(tmp_path).config_file)
+    with pytest.raises(ConfigError, match="initial_checkpoint: .* cannot change it to 'other.pt'"):
+        resolve_config(tmp_path, None, ["initial_checkpoint=other.pt"])
+    other_file = tmp_path / "other.toml"
+    other_file.write_text('initial_checkpoint = "other.pt"\n')
+    with pytest.raises(ConfigError, match="initial_checkpoint"):
+        resolve_config(tmp_path, str(other_file), [])
+    # What a resumed run can honour still goes through.
+    assert resolve_config(tmp_path, None, ["actors=3", "selfplay.full_simulations=200"]).actors == 3
+    assert main(["loop", "--run", str(tmp_path), "--set", "initial_checkpoint=other.pt"]) == 2
+    err = capsys.readouterr().err
+    assert "initial_checkpoint" in err and "Traceback" not in err

@@ -214,14 +214,27 @@ def format_status(snap: dict, elapsed: float) -> str:
 
 # -------------------------------------------------------------------------------------------- command
 
+# Settings a run takes once, on its first start; a resumed run cannot honour a change to them.
+# initial_checkpoint: the run copied it then, and its trainer, first best and ratings refer to the copy.
+FIXED_AT_FIRST_START = ("initial_checkpoint",)
+
+
 def resolve_config(run: Path, config_file: str | None, overrides: list[str]) -> LoopConfig:
-    """A new run takes defaults + file + overrides; a resumed run takes its stored config (+ overrides)."""
+    """A new run takes defaults + file + overrides; a resumed run takes its stored config (+ overrides), and
+    a file or override that changes a setting it cannot honour any more is refused."""
     stored = RunDir(run).config_file
     cfg = load_config(LoopConfig, stored if stored.exists() and config_file is None else config_file, overrides)
     try:
         cfg.validate()
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if stored.exists():
+        first = load_config(LoopConfig, stored)
+        for name in FIXED_AT_FIRST_START:
+            if getattr(cfg, name) != getattr(first, name):
+                raise ConfigError(f"{name}: {run} started with {getattr(first, name)!r} (see {stored}), and a "
+                                  f"resumed run cannot change it to {getattr(cfg, name)!r}; start a new run "
+                                  f"directory for that (--run NEW_DIR)")
     return cfg
 
 
