@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,10 +28,11 @@ Commands:
   draw                       offer a draw: the engine accepts unless it expects to score more than 55%
   resign                     give up the game
   level NAME                 change the engine's strength ({levels})
+  analysis [on|off]          show the engine's search after each of its moves (off: it gives away lines)
   save [FILE]                write the game as PDN (default: {default})
   board                      show the board again
   help                       this list
-  quit                       leave (the game is saved first)"""
+  quit                       leave (the game is saved first; so is Ctrl-C, after asking)"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     start.add_argument("--fen", help="start from this position, e.g. 'W:W18,K27:B14,K5'")
     start.add_argument("--pdn", metavar="FILE", help="continue the first game of this PDN file")
     parser.add_argument("--save", metavar="FILE",
-                        help="where the game is saved as PDN (default: checkers-zero-DATE-TIME.pdn here)")
+                        help="where the game is saved as PDN (default: checkers-zero-DATE-TIME.pdn in the games "
+                             "folder, $CHECKERS_ZERO_GAMES or ~/.local/share/checkers-zero/games)")
+    parser.add_argument("--analysis", action="store_true",
+                        help="show the engine's search after each of its moves (the `analysis` command toggles it)")
 
 
 def board_text(position: Position, last_move: Move | None = None, black_at_bottom: bool = True) -> str:
@@ -97,10 +102,12 @@ def thinking_text(thinking: dict[str, Any], whose: str) -> str:
 class TerminalGame:
     """The read-eval-print loop around a HumanGame."""
 
-    def __init__(self, session: HumanGame, save_path: Path, out: TextIO) -> None:
+    def __init__(self, session: HumanGame, save_path: Path, out: TextIO, show_analysis: bool = False) -> None:
         self.session = session
         self.save_path = save_path
         self.out = out
+        # Off by default: the engine's main line includes the person's best reply.
+        self.show_analysis = show_analysis
         self.saved_ply: int | None = None  # ply count (and outcome) of the last save, to save once per change
         self.saved_result: str | None = None
 
@@ -118,6 +125,7 @@ class TerminalGame:
     def save(self, path: Path | None = None) -> None:
         target = path or self.save_path
         try:
+            target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(self.session.pdn(), encoding="utf-8")
         except OSError as exc:
             self.say(f"could not save to {target}: {exc}")
@@ -136,7 +144,7 @@ class TerminalGame:
         self.say(f"Engine thinking ({s.budget})...")
         move = s.engine_move()
         self.say(f"Engine plays {move}")
-        if s.last_thinking is not None:
+        if self.show_analysis and s.last_thinking is not None:
             self.say(thinking_text(s.last_thinking, "engine's view"))
 
     def command(self, line: str) -> bool:
@@ -169,6 +177,12 @@ class TerminalGame:
         elif word == "resign":
             s.resign()
             self.say("You resign.")
+        elif word == "analysis":
+            if rest not in ("", "on", "off"):
+                self.say("analysis takes on or off")
+            else:
+                self.show_analysis = rest == "on" if rest else not self.show_analysis
+                self.say(f"Analysis after engine moves: {'on' if self.show_analysis else 'off'}.")
         elif word == "level":
             if rest not in LEVELS:
                 self.say(f"unknown level {rest!r}; levels: {', '.join(LEVELS)}")
@@ -185,6 +199,31 @@ class TerminalGame:
         return True
 
     def loop(self, lines: TextIO) -> None:
+        """Play until quit or the end of input, saving an unsaved game on the way out; Ctrl-C offers to."""
+        try:
+            self._play(lines)
+        except KeyboardInterrupt:
+            self.say("\nInterrupted.")
+            if self.unsaved():
+                self._offer_to_save(lines)
+            return
+        if self.unsaved():
+            self.save()
+
+    def _offer_to_save(self, lines: TextIO) -> None:
+        self.out.write(f"Save the game to {self.save_path}? [Y/n] ")
+        self.out.flush()
+        try:
+            answer = lines.readline().strip().lower()
+        except KeyboardInterrupt:  # a second Ctrl-C: leave at once
+            self.say("\nNot saved.")
+            return
+        if answer.startswith("n"):
+            self.say("Not saved.")
+        else:
+            self.save()
+
+    def _play(self, lines: TextIO) -> None:
         s = self.session
         self.show_board()
         reported_end = False
@@ -210,12 +249,18 @@ class TerminalGame:
                     break
             except (NotationError, PlayError, EngineError) as exc:
                 self.say(str(exc))
-        if self.unsaved():
-            self.save()
+
+
+def games_folder() -> Path:
+    """Where games are saved unless a file is named: $CHECKERS_ZERO_GAMES, else the user's data folder."""
+    if os.environ.get("CHECKERS_ZERO_GAMES"):
+        return Path(os.environ["CHECKERS_ZERO_GAMES"])
+    data_home = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return data_home / "checkers-zero" / "games"
 
 
 def default_save_path() -> Path:
-    return Path(f"checkers-zero-{_dt.datetime.now():%Y%m%d-%H%M%S}.pdn")
+    return (games_folder() / f"checkers-zero-{_dt.datetime.now():%Y%m%d-%H%M%S}.pdn").absolute()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -231,8 +276,10 @@ def run(args: argparse.Namespace) -> int:
     human_black = args.color == "black"
     level = args.level or (None if args.sims or args.time else "club")
     session = HumanGame(engine, human_black, budget, level=level, start=start, moves=moves)
-    ui = TerminalGame(session, Path(args.save) if args.save else default_save_path(), sys.stdout)
+    ui = TerminalGame(session, Path(args.save) if args.save else default_save_path(), sys.stdout,
+                      show_analysis=args.analysis)
     ui.say(f"You play {side_name(human_black)} against {engine.name} ({level or budget}). "
            "Type a move such as 11-15, or help.")
+    ui.say(f"The game will be saved to {ui.save_path} (save FILE saves elsewhere).")
     ui.loop(sys.stdin)
     return 0

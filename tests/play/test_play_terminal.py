@@ -174,3 +174,58 @@ def test_a_full_game_to_its_end_by_the_rules(engine, tmp_path):
     game = saved_game(tmp_path, "full.pdn")
     assert game.result == ui.session.result != "*"
     assert [str(m) for m in game.moves] == [str(m) for m in ui.session.game.moves]
+
+
+def test_the_engines_analysis_is_off_until_asked_for(run):
+    # Before: the whole analysis, main line included (the player's best reply), after every engine move.
+    _, out = run("11-15\nanalysis\n9-14\nanalysis off\nquit\n")
+    assert out.count("Engine plays") == 2
+    before, after = out.split("Analysis after engine moves: on.")
+    assert "simulations;" not in before and "main line:" not in before
+    assert "simulations;" in after.split("Analysis after engine moves: off.")[0]
+    _, out = run("11-15\nquit\n", "--analysis")
+    assert "simulations;" in out
+
+
+def test_the_default_save_path_is_in_the_games_folder_and_is_shown(monkeypatch, capsys, tiny_checkpoint, tmp_path):
+    # Before: saved into the current directory without saying where until the end.
+    monkeypatch.setenv("CHECKERS_ZERO_GAMES", str(tmp_path / "my-games"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("11-15\nquit\n"))
+    assert main(["play", "--checkpoint", str(tiny_checkpoint), "--sims", "4"]) == 0
+    out = capsys.readouterr().out
+    saved = list((tmp_path / "my-games").glob("checkers-zero-*.pdn"))
+    assert len(saved) == 1
+    assert f"The game will be saved to {saved[0]}" in out and f"Game saved to {saved[0]}" in out
+
+
+class InterruptedKeyboard:
+    """Types the given lines, then Ctrl-C, then answers the question that follows (or Ctrl-C again)."""
+
+    def __init__(self, lines: list[str], answer: str | None):
+        self.lines, self.answer, self.interrupted = list(lines), answer, False
+
+    def readline(self) -> str:
+        if self.lines:
+            return self.lines.pop(0)
+        if not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        if self.answer is None:
+            raise KeyboardInterrupt
+        return self.answer
+
+
+@pytest.mark.parametrize("answer,saved", [("\n", True), ("y\n", True), ("n\n", False), (None, False)])
+def test_ctrl_c_offers_to_save_the_game(engine, tmp_path, answer, saved):
+    # Before: Ctrl-C ended the program and the game was lost.
+    from play.engine import Budget
+    from play.session import HumanGame
+    from play.terminal import TerminalGame
+
+    out = io.StringIO()
+    ui = TerminalGame(HumanGame(engine, True, Budget(simulations=2)), tmp_path / "game.pdn", out)
+    ui.loop(InterruptedKeyboard(["11-15\n"], answer))
+    assert f"Save the game to {tmp_path / 'game.pdn'}? [Y/n]" in out.getvalue()
+    assert (tmp_path / "game.pdn").exists() == saved
+    if saved:
+        assert [str(m) for m in saved_game(tmp_path).moves] == [str(m) for m in ui.session.game.moves]
