@@ -181,6 +181,8 @@ def status_snapshot(run: Path) -> dict:
 
 def format_status(snap: dict, elapsed: float) -> str:
     parts = [f"[{elapsed / 60:6.1f} min]", f"games {snap['games']}", f"positions {snap['positions']}"]
+    if snap["games"] == 0:
+        parts[1] = "games 0 (the first games are being played)"
     tr = snap.get("trainer")
     if tr:
         if "loss" in tr:
