@@ -69,3 +69,25 @@ def test_policy_player_plays_the_argmax_legal_move():
         chosen = actions[game.legal_moves().index(move)]
         assert logits[0, chosen] == logits[0, actions].max()
         game.play(move)
+
+
+def test_onnxruntime_answers_as_torch_does_on_the_shipped_network():
+    # The CPU backend chosen by default must not change a single search: its outputs equal torch eager's.
+    pytest.importorskip("onnxruntime", reason="onnxruntime not installed")
+    from selfplay.random_records import random_game_record
+    from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+    from zero.encoding import encode_batch
+
+    net = load_checkpoint(DEFAULT_CHECKPOINT).build_network()
+    fast, eager = Evaluator(net, "cpu"), Evaluator(net, "cpu", backend="torch")
+    assert (fast.backend, eager.backend) == ("onnxruntime", "torch")
+    rows = random_game_record(3, max_plies=120).positions
+    n = len(rows.ply)
+    planes = np.empty((n, NUM_PLANES, 8, 8), dtype=np.float32)
+    encode_batch(np.asarray(rows.black), np.asarray(rows.white), np.asarray(rows.kings),
+                 np.asarray(rows.black_to_move), np.asarray(rows.no_progress), np.asarray(rows.repetitions), planes)
+    for batch in (planes[:1], planes[:8], planes):
+        for got, want in zip(fast.predict(batch), eager.predict(batch)):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="backend"):
+        Evaluator(net, "cpu", backend="tensorrt")

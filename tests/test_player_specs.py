@@ -26,7 +26,9 @@ def test_yardstick_specs():
     assert make_player("random").name == "random"
     assert make_player("alphabeta:6").name == "alphabeta:6"
     assert make_player("ab3").name == "alphabeta:3"
-    for spec in ("alphabeta", "alphabeta:x", "ab0", "alphabeta:0", "nonsense", "random:3"):
+    assert make_player("alphabeta:t0.1").name == "alphabeta:t0.1"
+    for spec in ("alphabeta", "alphabeta:x", "ab0", "alphabeta:0", "nonsense", "random:3", "alphabeta:t0",
+                 "alphabeta:t-1", "alphabeta:tx", "alphabeta:tnan"):
         with pytest.raises(PlayerSpecError):
             make_player(spec)
     assert isinstance(make_player("ab2"), Player)

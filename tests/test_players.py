@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from zero.game import Game, Position
 from zero.notation import fen_to_position
 from zero.players import (
-    KING_VALUE, MAN_VALUE, WIN_SCORE, AlphaBetaPlayer, RandomPlayer,
+    KING_VALUE, MAN_VALUE, WIN_SCORE, AlphaBetaPlayer, RandomPlayer, alphabeta_search,
 )
 
 
@@ -141,3 +141,44 @@ def test_random_player_uses_every_move():
     assert {str(player.choose(game)) for _ in range(200)} == {str(m) for m in game.legal_moves()}
 
 
+
+
+def test_a_search_stopped_by_its_node_budget_returns_the_best_finished_root_move():
+    import numpy as np
+
+    from zero.movegen import BUFFER_ROWS, MOVE_FIELDS
+    from zero.players import MAX_CAPTURE_EXTENSION, STACK_FIELDS
+
+    pos = random_position(5, 12)
+    legal = pos.legal_moves()
+    depth = 6
+    plies = depth + MAX_CAPTURE_EXTENSION + 1
+    buffers = (np.zeros((plies, BUFFER_ROWS, MOVE_FIELDS), np.int64), np.zeros((plies, STACK_FIELDS), np.int64))
+    order = np.arange(len(legal), dtype=np.int64)
+    args = (pos.black, pos.white, pos.kings, pos.black_to_move, depth, order)
+    full_score, full_row, full_nodes, complete = alphabeta_search(*args, *buffers, 1 << 62)
+    assert complete
+    cut_score, cut_row, cut_nodes, complete = alphabeta_search(*args, *buffers, full_nodes // 2)
+    assert not complete and cut_nodes == full_nodes // 2
+    # Whatever it returns is a root move it searched to the end: its score is that move's true score.
+    if cut_row >= 0:
+        assert cut_score == -reference_minimax(pos.play(legal[cut_row]), depth - 1, 1)
+    assert alphabeta_search(*args, *buffers, 1)[1] == -1  # stopped before any root move was finished
+
+
+def test_alphabeta_on_the_clock_deepens_while_it_has_time_and_keeps_it():
+    import time
+
+    game = Game(start=random_position(8, 14))
+    player = AlphaBetaPlayer(seed=1, seconds=0.05)
+    start = time.perf_counter()
+    move = player.choose(game)
+    elapsed = time.perf_counter() - start
+    assert move in game.legal_moves()
+    assert player.last_depth >= 4  # a 2-core machine reaches depth 8 or more in 50 ms
+    assert elapsed < 2.0  # the node budget holds the time (unbounded, depth 40 would take hours)
+    # It finds what a fixed search finds: a quick win.
+    win = Game(start=fen_to_position("B:W5:BK6,K32"))
+    assert str(AlphaBetaPlayer(seed=0, seconds=0.05).choose(win)) == "6-1"
+    with pytest.raises(ValueError):
+        AlphaBetaPlayer(4, seconds=0.1)

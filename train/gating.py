@@ -50,7 +50,8 @@ class GatingConfig:
     sprt: SprtConfig = field(default_factory=SprtConfig)
     # Rating games against each yardstick for every decided candidate (half with each colour).
     rating_games: int = 12
-    rating_yardsticks: list[str] = field(default_factory=lambda: ["alphabeta:2", "alphabeta:4", "alphabeta:6"])
+    rating_yardsticks: list[str] = field(default_factory=lambda: ["alphabeta:2", "alphabeta:4", "alphabeta:6",
+                                                                  "alphabeta:8"])
     # Games between neighbouring yardsticks, played once per run, that pin the yardsticks to the anchor.
     calibration_games: int = 24
     device: str = "auto"  # "auto", "cpu" or "cuda"

@@ -2,6 +2,7 @@
 
     random                 uniformly random legal moves
     alphabeta:N, abN       alpha-beta over material, N plies deep
+    alphabeta:tS           the same on the clock: S seconds a move, by iterative deepening
     policy[:NET]           the network's raw policy, no search
     mcts[:NET][:SIMS]      the network searching SIMS root visits a move (default 200), in lockstep with
                            the match's other games (train.match.NetworkPlayer)
@@ -19,7 +20,7 @@ from train.match import MatchPlayer, NetworkPlayer
 from zero.players import AlphaBetaPlayer, RandomPlayer
 
 DEFAULT_MCTS_SIMULATIONS = 200
-SPEC_HELP = ("random, alphabeta:N (or abN), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
+SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
              "search, default 200 simulations); NET is a checkpoint file or a run directory (its best network), "
              "the shipped network when left out")
 _AB_SHORTHAND = re.compile(r"ab(\d+)")
@@ -41,8 +42,15 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
             raise PlayerSpecError(f"'random' takes no arguments, got {args!r}")
         return RandomPlayer(seed)
     if name == "alphabeta":
+        if args.startswith("t"):
+            seconds = _seconds(args[1:])
+            if seconds is None:
+                raise PlayerSpecError(f"alpha-beta on the clock needs a positive time, e.g. alphabeta:t0.1, "
+                                      f"got {args!r}")
+            return AlphaBetaPlayer(seed=seed, seconds=seconds)
         if not args.isdigit() or int(args) < 1:
-            raise PlayerSpecError(f"alpha-beta needs a depth of at least 1 ply, e.g. alphabeta:6 or ab6, got {args!r}")
+            raise PlayerSpecError(f"alpha-beta needs a depth of at least 1 ply (e.g. alphabeta:6 or ab6) or a time "
+                                  f"(alphabeta:t0.1), got {args!r}")
         return AlphaBetaPlayer(int(args), seed=seed)
     if name == "policy":
         from zero.inference import PolicyPlayer
@@ -59,6 +67,14 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}", _evaluator(net, None),
                              simulations, search or SearchConfig())
     raise PlayerSpecError(f"unknown player {spec!r}; players: {SPEC_HELP}")
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0 < value < float("inf") else None
 
 
 def _evaluator(net: str, device: str | None):

@@ -26,8 +26,10 @@ from zero.config import atomic_write_bytes
 
 ANCHOR = "random"
 REFERENCE = "alphabeta:4"
-# The yardsticks every checkpoint is rated against (player specs of zero/players.py).
-YARDSTICKS = ("random", "alphabeta:2", "alphabeta:4", "alphabeta:6")
+# The yardsticks every checkpoint is rated against (player specs of zero/players.py), each calibrated against
+# its neighbour once per run. Depths 8-12 because the loop's networks pass depth 6; depth 12 still moves in
+# well under 0.1 s on average (benchmarks/RESULTS.md, yardstick players).
+YARDSTICKS = ("random", "alphabeta:2", "alphabeta:4", "alphabeta:6", "alphabeta:8", "alphabeta:10", "alphabeta:12")
 ELO_SCALE = 400.0 / math.log(10.0)
 
 

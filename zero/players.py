@@ -1,12 +1,14 @@
 """Players: anything that, given a game, picks one of its legal moves.
 
-The yardsticks live here: a uniformly random player and a fixed-depth alpha-beta over material. Players
+The yardsticks live here: a uniformly random player and an alpha-beta over material, to a fixed depth or on
+the clock. Players
 that need the network or the search are built above this layer; `train.player_specs` turns a spec such
 as "alphabeta:6" or "mcts:PATH:64" into any of them.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -94,8 +96,9 @@ def _killer_first(moves, n, killer_from, killer_to):
 
 
 @njit(cache=True)
-def alphabeta_search(black, white, kings, black_to_move, depth, root_order, moves, stack):
-    """Negamax alpha-beta to `depth` plies plus capture extension over the material evaluation.
+def alphabeta_search(black, white, kings, black_to_move, depth, root_order, moves, stack, max_nodes):
+    """Negamax alpha-beta to `depth` plies plus capture extension over the material evaluation, stopping
+    early once it has visited `max_nodes` nodes (how a search on the clock keeps its time).
 
     root_order lists the root moves (rows of generate()'s output) in the order to search them: among equally
     good root moves the first one searched is kept, so a shuffled order breaks ties at random. moves is a
@@ -104,11 +107,13 @@ def alphabeta_search(black, white, kings, black_to_move, depth, root_order, move
     (repetition, no progress) are not seen inside the tree.
 
     Iterative with an explicit stack, as numba's self-recursion costs more than the work per node.
-    Returns (score for the side to move, row of the best root move or -1 without moves, nodes visited).
+    Returns (score for the side to move, row of the best root move or -1 without moves, nodes visited,
+    whether the search completed). A search stopped early returns the best of the root moves it finished
+    (row -1 when it finished none): each of them was searched to the full depth.
     """
     n = generate(black, white, kings, black_to_move, True, moves[0])
     if n == 0:
-        return -WIN_SCORE, -1, 1
+        return -WIN_SCORE, -1, 1, True
     for p in range(stack.shape[0]):
         stack[p, S_KILLER_FROM] = -1
         stack[p, S_KILLER_TO] = -1
@@ -126,6 +131,8 @@ def alphabeta_search(black, white, kings, black_to_move, depth, root_order, move
     ply = 0
     btm = black_to_move
     while True:
+        if nodes >= max_nodes:
+            return stack[0, S_BEST], stack[0, S_BEST_ROW], nodes, False
         index = stack[ply, S_INDEX]
         if index < stack[ply, S_COUNT]:
             stack[ply, S_INDEX] = index + 1
@@ -177,24 +184,42 @@ def alphabeta_search(black, white, kings, black_to_move, depth, root_order, move
                     stack[ply, S_INDEX] = stack[ply, S_COUNT]
                     stack[ply, S_KILLER_FROM] = moves[ply, row, F_FROM]
                     stack[ply, S_KILLER_TO] = moves[ply, row, F_TO]
-    return stack[0, S_BEST], stack[0, S_BEST_ROW], nodes
+    return stack[0, S_BEST], stack[0, S_BEST_ROW], nodes, True
+
+
+# Deepest iteration of a search on the clock (an endgame with few moves can go deep within its time).
+MAX_TIMED_DEPTH = 40
+_UNLIMITED_NODES = 1 << 62
 
 
 class AlphaBetaPlayer:
-    """Fixed-depth negamax alpha-beta over material (see alphabeta_search), ties broken at random (seeded)."""
+    """Negamax alpha-beta over material (see alphabeta_search), ties broken at random (seeded): to a fixed
+    depth, or on the clock with `seconds` per move by iterative deepening.
 
-    def __init__(self, depth: int, seed: int = 0) -> None:
-        if depth < 1:
+    On the clock, each iteration searches the previous one's best move first and may visit as many nodes
+    as the time left allows at the rate measured so far; the move is the best of the deepest iteration
+    that finished a root move (the best move so far). Such a player is as reproducible as the clock: its
+    depth depends on the machine and its load.
+    """
+
+    def __init__(self, depth: int | None = None, seed: int = 0, seconds: float | None = None) -> None:
+        if (depth is None) == (seconds is None):
+            raise ValueError("alpha-beta takes a depth or a time per move, not both")
+        if depth is not None and depth < 1:
             raise ValueError(f"alpha-beta depth must be at least 1, got {depth}")
-        self.name = f"alphabeta:{depth}"
+        if seconds is not None and not seconds > 0:
+            raise ValueError(f"alpha-beta needs a positive time per move, got {seconds}")
+        self.name = f"alphabeta:{depth}" if depth is not None else f"alphabeta:t{seconds:g}"
         self.depth = depth
+        self.seconds = seconds
         self.seed = seed
         self._rng = _rng(seed, None)
-        plies = depth + MAX_CAPTURE_EXTENSION + 1
+        plies = (depth or MAX_TIMED_DEPTH) + MAX_CAPTURE_EXTENSION + 1
         self._moves = np.zeros((plies, BUFFER_ROWS, MOVE_FIELDS), dtype=np.int64)
         self._stack = np.zeros((plies, STACK_FIELDS), dtype=np.int64)
         self.last_score: int | None = None  # of the last searched move, for the side that moved
         self.last_nodes = 0
+        self.last_depth = 0  # depth of the iteration the last move came from
 
     def reset(self, seed: int) -> None:
         self._rng = _rng(self.seed, seed)
@@ -206,10 +231,35 @@ class AlphaBetaPlayer:
             raise ValueError(f"no legal move in {game.position}")
         pos = game.position
         order = self._rng.permutation(len(legal)).astype(np.int64)
-        score, row, nodes = alphabeta_search(
-            pos.black, pos.white, pos.kings, pos.black_to_move, self.depth, order, self._moves, self._stack
-        )
-        return legal[row], int(score), int(nodes)
+        args = (pos.black, pos.white, pos.kings, pos.black_to_move)
+        if self.seconds is None:
+            score, row, nodes, _ = alphabeta_search(*args, self.depth, order, self._moves, self._stack,
+                                                    _UNLIMITED_NODES)
+            self.last_depth = self.depth
+            return legal[row], int(score), int(nodes)
+        return self._search_on_the_clock(legal, args, order)
+
+    def _search_on_the_clock(self, legal: list[Move], args: tuple, order: np.ndarray) -> tuple[Move, int, int]:
+        start = time.perf_counter()
+        deadline = start + self.seconds
+        best_row, best_score, total = -1, 0, 0
+        for depth in range(1, MAX_TIMED_DEPTH + 1):
+            now = time.perf_counter()
+            if best_row >= 0 and now >= deadline:
+                break
+            # The first iteration always finishes, so that there is a move; later ones stop on the node
+            # budget the time left buys at the rate measured so far.
+            rate = total / max(now - start, 1e-6)
+            budget = _UNLIMITED_NODES if best_row < 0 else max(1, int((deadline - now) * rate))
+            score, row, nodes, complete = alphabeta_search(*args, depth, order, self._moves, self._stack, budget)
+            total += nodes
+            if row >= 0:
+                best_row, best_score, self.last_depth = int(row), int(score), depth
+                first = int(np.flatnonzero(order == row)[0])  # search it first in the next iteration
+                order[0], order[first] = order[first], order[0]
+            if not complete or abs(best_score) >= WIN_SCORE - MAX_TIMED_DEPTH - MAX_CAPTURE_EXTENSION:
+                break  # out of time, or a forced result no deeper search changes
+        return legal[best_row], best_score, total
 
     def choose(self, game: Game) -> Move:
         legal = game.legal_moves()
