@@ -3,7 +3,10 @@
 Positions: every 12th opening of the ACF 3-move ballot, taken right after the ballot moves and after 10, 20
 and 30 more plies of a seeded alphabeta:2 self-play game (opening, early and middle game).
 
-    python benchmarks/players_bench.py [--depths 4 6 8] [--every 12] [--repeat 3]
+    python benchmarks/players_bench.py [--depths 4 6 8] [--every 12] [--repeat 3] [--seconds 0.1]
+
+With --seconds, the player on the clock (alphabeta:tS) is measured on the same positions too: the time it
+took per move and the depth its move came from.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ def main() -> None:
     parser.add_argument("--depths", type=int, nargs="+", default=[4, 6, 8])
     parser.add_argument("--every", type=int, default=12, help="take every N-th ballot opening")
     parser.add_argument("--repeat", type=int, default=3, help="time each search this many times, keep the best")
+    parser.add_argument("--seconds", type=float, nargs="*", default=[], help="also alpha-beta on the clock")
     args = parser.parse_args()
     games = bench_positions(args.every)
     AlphaBetaPlayer(1).search(games[0])  # compile before timing
@@ -58,6 +62,16 @@ def main() -> None:
             nodes.append(visited)
         print(f"{depth:>5} {1e3 * statistics.mean(times):>9.2f} {1e3 * statistics.median(times):>10.2f} "
               f"{1e3 * max(times):>8.2f} {statistics.mean(nodes):>11.0f} {sum(nodes) / sum(times) / 1e6:>10.2f}")
+    for seconds in args.seconds:
+        player = AlphaBetaPlayer(seed=1, seconds=seconds)
+        times, depths = [], []
+        for game in games:
+            start = time.perf_counter()
+            player.search(game)
+            times.append(time.perf_counter() - start)
+            depths.append(player.last_depth)
+        print(f"alphabeta:t{seconds:g}: mean {1e3 * statistics.mean(times):.1f} ms, max {1e3 * max(times):.1f} ms a "
+              f"move; depth mean {statistics.mean(depths):.1f}, min {min(depths)}, max {max(depths)}")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 The Evaluator picks CUDA when torch sees a GPU and then runs under bf16 autocast (the outputs are returned
 as float32). On the CPU it runs in float32 through ONNX Runtime when that is installed (the network is
-exported once, when the evaluator is made): at one thread it evaluates the shipped network 1.3x to 2x as
-fast as torch eager, and faster than OpenVINO and torch.compile at the batch sizes a search sends
+exported once, when the evaluator is made): at one thread it evaluates the shipped network 1.4x to 3.7x as
+fast as torch eager (batches 256 to 1), and as fast as OpenVINO or faster at the batch sizes a search sends
 (benchmarks/inference_bench.py, benchmarks/RESULTS.md). torch eager is the fallback, and the choice is
 automatic ("auto"); "torch" or "onnxruntime" force one. Gradients are never tracked.
 """
