@@ -62,3 +62,33 @@ def test_a_run_directory_names_its_best_network(tmp_path, tiny_checkpoint):
     run.write_best(tiny_checkpoint, 3, "test")
     player = make_player(f"mcts:{run.root}:8")
     assert player.evaluator.config == TINY
+
+
+class CountingEvaluator:
+    """Counts the network calls of a player (each search step is one)."""
+
+    def __init__(self, evaluator):
+        self.evaluator, self.calls = evaluator, 0
+
+    def evaluate(self, planes):
+        self.calls += 1
+        return self.evaluator.evaluate(planes)
+
+
+def test_mcts_on_the_clock_searches_for_its_time_a_move(tiny_checkpoint):
+    quick = make_player(f"mcts:{tiny_checkpoint}:t0.005", seed=1)
+    slow = make_player(f"mcts:{tiny_checkpoint}:t0.05", seed=1)
+    assert (quick.name, quick.seconds) == (f"mcts:{tiny_checkpoint}:t0.005", 0.005)
+    assert make_player("mcts:t0.1").name == "mcts:default:t0.1"
+    openings = [Opening("9-13 21-17", ("9-13", "21-17"))]
+    calls_per_move = []
+    for player in (quick, slow):
+        player.evaluator = CountingEvaluator(player.evaluator)
+        result = play_match(player, make_player("ab2"), openings, parallel=4)
+        assert len(result.games) == 2
+        network_moves = sum(len(g.moves) for g in result.games) // 2  # about half the moves are its own
+        calls_per_move.append(player.evaluator.calls / network_moves)
+    # Ten times the time buys several times the search (the tiny network is fast: hundreds of calls).
+    assert calls_per_move[1] > 3 * calls_per_move[0], calls_per_move
+    with pytest.raises(PlayerSpecError):
+        make_player(f"mcts:{tiny_checkpoint}:t0")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -47,12 +48,15 @@ class IllegalMoveError(RuntimeError):
 
 @dataclass
 class NetworkPlayer:
-    """A network with a fixed search budget: no noise, the most visited move."""
+    """A network with a fixed search budget: no noise, the most visited move. The budget is `simulations`
+    root visits a move, or with `seconds` a time a move (the search stops when it is up; `simulations` is
+    then the most a move may use, and sizes the trees)."""
 
     name: str
     evaluator: PositionEvaluator
     simulations: int
     config: SearchConfig = field(default_factory=SearchConfig)
+    seconds: float | None = None
 
 
 MatchPlayer = NetworkPlayer | Player
@@ -304,7 +308,13 @@ def play_match(
     `done` holds the finished games of an interrupted run of the same match: they start the result, and
     their rounds are not played again (a game is a function of its seed, so the rest is what an
     uninterrupted match would have played).
+
+    A network player on the clock (NetworkPlayer.seconds) plays one game at a time: its time a move is one
+    game's, and games in flight would share the processor it measures. Such games are as reproducible as
+    the clock.
     """
+    if any(isinstance(p, NetworkPlayer) and p.seconds is not None for p in (a, b)):
+        parallel = 1
     result = MatchResult(a.name, b.name)
     for i, game in enumerate(done.games if done else []):
         result.add(game, done.a_is_black[i], done.opening_index[i])
@@ -312,6 +322,7 @@ def play_match(
     schedule = [(k, entry) for k, entry in enumerate(match_schedule(openings, games)) if k + 1 not in played]
     searches = {id(p): BatchedSearch(parallel, p.config, rules, simulations=p.simulations)
                 for p in (a, b) if isinstance(p, NetworkPlayer)}
+    deadlines = {key: np.full(parallel, np.inf) for key in searches}  # per tree, for players on the clock
     slots: list[_Slot | None] = [None] * parallel
     next_game = 0
     bar = None
@@ -390,6 +401,8 @@ def play_match(
                 elif isinstance(player, NetworkPlayer):
                     if not slot.searching:
                         searches[id(player)].start(g, player.simulations)
+                        if player.seconds is not None:
+                            deadlines[id(player)][g] = time.perf_counter() + player.seconds
                         slot.searching = True
                     continue
                 else:
@@ -400,7 +413,10 @@ def play_match(
                 if search is None or not search.active.any():
                     continue
                 search.step(player.evaluator)
-                for g in np.flatnonzero(search.complete()):
+                done = search.complete()
+                if player.seconds is not None:
+                    done |= search.active & (deadlines[id(player)] <= time.perf_counter())
+                for g in np.flatnonzero(done):
                     slot = slots[g]
                     children = search.root_children(g)
                     move = children.move(sample_by_visits(children.visits, 0.0, None), slot.game.position)

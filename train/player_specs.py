@@ -6,6 +6,7 @@
     policy[:NET]           the network's raw policy, no search
     mcts[:NET][:SIMS]      the network searching SIMS root visits a move (default 200), in lockstep with
                            the match's other games (train.match.NetworkPlayer)
+    mcts[:NET]:tS          the same on the clock: S seconds a move (its games are played one at a time)
 
 NET is a checkpoint file or a run directory (its current best network); left out, the shipped network.
 Every kind of player is wired here, explicitly: nothing registers itself on import.
@@ -20,8 +21,11 @@ from train.match import MatchPlayer, NetworkPlayer
 from zero.players import AlphaBetaPlayer, RandomPlayer
 
 DEFAULT_MCTS_SIMULATIONS = 200
+# The most root visits a move on the clock may use: it sizes the tree (16 nodes a visit, see
+# SearchConfig.nodes_per_tree), and is more than a CPU core searches in several seconds.
+MAX_TIMED_SIMULATIONS = 20_000
 SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
-             "search, default 200 simulations); NET is a checkpoint file or a run directory (its best network), "
+             "search, default 200 simulations; mcts[:NET]:tS searches S seconds a move); NET is a checkpoint file or a run directory (its best network), "
              "the shipped network when left out")
 _AB_SHORTHAND = re.compile(r"ab(\d+)")
 
@@ -58,10 +62,14 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         # One position per call is too small a batch to gain from a GPU.
         return PolicyPlayer(_evaluator(args, "cpu"), name=f"policy:{args or 'default'}", seed=seed)
     if name == "mcts":
-        net, _, sims = args.rpartition(":")
-        if not sims.isdigit():
-            net, sims = args, ""
-        simulations = int(sims) if sims else DEFAULT_MCTS_SIMULATIONS
+        net, _, budget = args.rpartition(":")
+        seconds = _seconds(budget[1:]) if budget.startswith("t") else None
+        if seconds is not None:  # (a checkpoint whose name starts with t is no time: t1.pt is no number)
+            return NetworkPlayer(f"mcts:{net or 'default'}:t{seconds:g}", _evaluator(net, None),
+                                 MAX_TIMED_SIMULATIONS, search or SearchConfig(), seconds=seconds)
+        if not budget.isdigit():
+            net, budget = args, ""
+        simulations = int(budget) if budget else DEFAULT_MCTS_SIMULATIONS
         if simulations < 1:
             raise PlayerSpecError(f"mcts needs at least 1 simulation, got {spec!r}")
         return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}", _evaluator(net, None),
