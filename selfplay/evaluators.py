@@ -4,12 +4,14 @@ Any object with `evaluate(planes) -> (policy_logits, wdl)` serves: planes float3
 (zero.encoding), policy_logits float32 [N, NUM_ACTIONS], wdl float32 [N, 3] probabilities (win, draw,
 loss) for the side to move. `zero.inference.Evaluator` is the network one; the ones here measure the
 search on its own (uniform), give tests a deterministic position-dependent answer without torch (hash),
-or value material (a simple yardstick that knows nothing about moves).
+or value material (a simple yardstick that knows nothing about moves). `CachedEvaluator` remembers another
+evaluator's answers by position.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from typing import Protocol
 
 import numpy as np
@@ -72,3 +74,45 @@ class MaterialEvaluator:
         wdl[:, 2] = np.maximum(-value, 0)
         wdl[:, 1] = 1 - np.abs(value)
         return np.zeros((n, NUM_ACTIONS), dtype=np.float32), wdl
+
+
+class CachedEvaluator:
+    """Another evaluator's answers, remembered by position (the planes' bytes: everything the network sees,
+    the no-progress and repetition planes included), the least recently used forgotten past `capacity`.
+
+    Checkers transposes often, and a game searched move after move meets again the positions of the last
+    search's tree: those cost no network call. About 4 KB a position (1,024 float32 logits), so the
+    default holds 64 MB. Answers are the same arrays the wrapped evaluator gave, row for row.
+    """
+
+    def __init__(self, evaluator: PositionEvaluator, capacity: int = 16_384):
+        if capacity < 1:
+            raise ValueError(f"a cache holds at least one position, got capacity {capacity}")
+        self.evaluator = evaluator
+        self.capacity = capacity
+        self._answers: OrderedDict[bytes, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = planes.shape[0]
+        keys = [planes[i].tobytes() for i in range(n)]
+        missing = [i for i, key in enumerate(keys) if key not in self._answers]
+        first = {}  # a position twice in one batch is evaluated once
+        for i in missing:
+            first.setdefault(keys[i], i)
+        if first:
+            rows = list(first.values())
+            logits, wdl = self.evaluator.evaluate(planes[rows])
+            for k, i in enumerate(rows):
+                self._answers[keys[i]] = (np.array(logits[k]), np.array(wdl[k]))
+        self.misses += len(first)
+        self.hits += n - len(first)
+        out_logits = np.empty((n, NUM_ACTIONS), dtype=np.float32)
+        out_wdl = np.empty((n, 3), dtype=np.float32)
+        for i, key in enumerate(keys):
+            out_logits[i], out_wdl[i] = self._answers[key]
+            self._answers.move_to_end(key)
+        while len(self._answers) > self.capacity:
+            self._answers.popitem(last=False)
+        return out_logits, out_wdl

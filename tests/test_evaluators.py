@@ -1,0 +1,70 @@
+"""The evaluator cache: the same answers as the evaluator it wraps, fewer calls."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from selfplay.analysis import analyse
+from selfplay.evaluators import CachedEvaluator, HashEvaluator
+from zero.encoding import encode
+from zero.game import Game, Position
+
+
+class Counting:
+    def __init__(self, evaluator):
+        self.evaluator, self.positions = evaluator, 0
+
+    def evaluate(self, planes):
+        self.positions += len(planes)
+        return self.evaluator.evaluate(planes)
+
+
+def positions(n: int) -> np.ndarray:
+    game, out = Game(), []
+    while len(out) < n:
+        out.append(encode(game.position))
+        game.play(game.legal_moves()[len(out) % len(game.legal_moves())])
+    return np.stack(out)
+
+
+def test_answers_equal_the_wrapped_evaluators_row_for_row():
+    planes = positions(12)
+    batch = np.concatenate([planes, planes[::3], planes[:2]])  # repeats inside one batch, too
+    inner = Counting(HashEvaluator(seed=4))
+    cached = CachedEvaluator(inner, capacity=100)
+    for _ in range(2):
+        logits, wdl = cached.evaluate(batch)
+        want_logits, want_wdl = HashEvaluator(seed=4).evaluate(batch)
+        np.testing.assert_array_equal(logits, want_logits)
+        np.testing.assert_array_equal(wdl, want_wdl)
+    assert inner.positions == 12 and cached.misses == 12 and cached.hits == 2 * len(batch) - 12
+
+
+def test_the_least_recently_used_positions_are_forgotten_past_capacity():
+    planes = positions(6)
+    inner = Counting(HashEvaluator())
+    cached = CachedEvaluator(inner, capacity=4)
+    cached.evaluate(planes[:4])
+    cached.evaluate(planes[:1])  # position 0 is now the most recently used
+    cached.evaluate(planes[4:6])  # evicts positions 1 and 2
+    inner.positions = 0
+    cached.evaluate(planes[[0, 3, 4, 5]])
+    assert inner.positions == 0
+    cached.evaluate(planes[1:3])
+    assert inner.positions == 2
+    with pytest.raises(ValueError):
+        CachedEvaluator(inner, capacity=0)
+
+
+def test_a_search_through_the_cache_is_the_same_search_with_fewer_network_calls():
+    game = Game(start=Position.initial())
+    plain = analyse(game, HashEvaluator(seed=1), 400)
+    inner = Counting(HashEvaluator(seed=1))
+    cached = CachedEvaluator(inner)
+    first = analyse(game, cached, 400)
+    assert [(m.move, m.visits) for m in first.moves] == [(m.move, m.visits) for m in plain.moves]
+    calls_first = inner.positions
+    game.play(first.moves[0].move)
+    analyse(game, cached, 400)  # the reply's tree was mostly searched already
+    assert inner.positions - calls_first < calls_first
