@@ -16,6 +16,7 @@ place that says where each of them finds what it needs (as minigo's fsdb does):
       gating.jsonl            one line per gating decision
       ratings.json            all results behind the Elo table; ratings.png is drawn from it
       status/                 each role's latest figures (ROLE.json), for the status line
+      report/                 `checkers-zero report`: its fixed self-play positions, the calibration plot
       loop.lock               held by the loop that owns the run (its process id and host inside)
 
 A run directory is accepted wherever a checkpoint is expected (`zero.checkpoint.resolve_checkpoint`), and
@@ -133,6 +134,15 @@ class RunDir:
     def match_journal(self, name: str) -> Path:
         """The finished games of a match still being played (one JSON line each), kept until it is decided."""
         return self.matches / f"{name.replace(':', '')}.games.jsonl"
+
+    @property
+    def report_positions(self) -> Path:
+        """The fixed self-play positions `checkers-zero report` scores every checkpoint on."""
+        return self.root / "report" / "selfplay-positions.npz"
+
+    @property
+    def report_plot(self) -> Path:
+        return self.root / "report" / "calibration.png"
 
     @property
     def gating_log(self) -> Path:
