@@ -16,6 +16,20 @@ from selfplay.search import BatchedSearch, SearchConfig, moves_by_key, sample_by
 from zero.game import Game, Move, Position
 
 
+@dataclass(frozen=True)
+class Proven:
+    """A value the search proved (terminal positions, endgame databases, MCTS-solver backups): `value` is
+    +1 win, 0 draw, -1 loss for the player it is told for, `plies` the plies to the end of the game with
+    best play (the winner hurrying, the loser delaying; for a draw, to the draw the search saw)."""
+
+    value: int
+    plies: int
+
+    def __str__(self) -> str:
+        word = {1: "win", 0: "draw", -1: "loss"}[self.value]
+        return f"{word} in {self.plies}" if self.value else word
+
+
 @dataclass
 class MoveStats:
     move: Move
@@ -23,6 +37,7 @@ class MoveStats:
     prior: float
     q: float  # mean search value for the player making the move, in [-1, 1]; 0.0 when unvisited
     wdl: tuple[float, float, float] | None  # win/draw/loss for the player making the move; None unvisited
+    proven: Proven | None = None  # for the player making the move, when the search proved it
 
 
 @dataclass
@@ -35,6 +50,7 @@ class Analysis:
     # The network's estimate of the plies left in the game from the root (its moves-left head), when the
     # evaluator has one; the search itself does not use it.
     plies_left: float | None = None
+    proven: Proven | None = None  # for the side to move, when the search proved the root
 
 
 def analyse(game: Game, evaluator: PositionEvaluator, simulations: int,
