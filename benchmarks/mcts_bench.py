@@ -28,7 +28,7 @@ import numpy as np
 
 from selfplay import mcts
 from selfplay.evaluators import UniformEvaluator
-from selfplay.search import BatchedSearch, SearchConfig, sample_by_visits
+from selfplay.search import BatchedSearch, SearchConfig
 from zero.game import Game
 
 
@@ -97,10 +97,8 @@ def bench_tree_reuse(evaluator, trees: int = 64, simulations: int = 400, moves: 
         for g in live:
             search.stop(g)
             children = search.root_children(g)
-            k = sample_by_visits(children.visits, 1.0, rng)
-            key = (int(children.move_from[k]), int(children.move_to[k]), int(children.captured[k]))
             game = games[g]
-            move = next(m for m in game.legal_moves() if (m.from_square - 1, m.to_square - 1, m.captured) == key)
+            move = children.move(children.best(1.0, rng), game.position)
             game.play(move)
             t0 = time.process_time()
             kept_nodes.append(search.play(g, move, game))

@@ -34,7 +34,7 @@ from typing import Callable
 import numpy as np
 
 from selfplay.records import POLICY_SLOTS, POSITION_FIELDS, GameRecord, PositionRows
-from selfplay.search import BatchedSearch, RootNoise, SearchConfig, sample_by_visits, visit_policy
+from selfplay.search import BatchedSearch, RootNoise, SearchConfig, visit_policy
 from zero.encoding import move_action
 from zero.game import Game, Move, Position, RulesConfig, Termination
 from zero.rundir import RunDir, RunDirError
@@ -347,7 +347,7 @@ class Actor:
         actions, shares = visit_policy(children, pos.black_to_move)
         self._add_row(slot, actions, shares, full=slot.full_search, forced=False, value=value)
         self.stats.full_searches += slot.full_search
-        k = sample_by_visits(children.visits, cfg.temperature_at(game.ply), slot.rng)
+        k = children.best(cfg.temperature_at(game.ply), slot.rng)
         self._play(gen, g, children.move(k, pos))
         self._next_search(gen, g)
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from selfplay import mcts
 from selfplay.evaluators import PositionEvaluator
-from selfplay.search import BatchedSearch, SearchConfig, moves_by_key, sample_by_visits, wdl_of
+from selfplay.search import BatchedSearch, SearchConfig, choose_move, move_order, moves_by_key, proven_wdl, wdl_of
 from zero.game import Game, Move, Position
 
 
@@ -35,7 +35,8 @@ class MoveStats:
     move: Move
     visits: int
     prior: float
-    q: float  # mean search value for the player making the move, in [-1, 1]; 0.0 when unvisited
+    # Mean search value for the player making the move, in [-1, 1] (the exact one when proven); 0.0 unvisited
+    q: float
     wdl: tuple[float, float, float] | None  # win/draw/loss for the player making the move; None unvisited
     proven: Proven | None = None  # for the player making the move, when the search proved it
 
@@ -69,43 +70,57 @@ def analyse(game: Game, evaluator: PositionEvaluator, simulations: int,
     return analysis_of(search, game.position)
 
 
-def analysis_of(search: BatchedSearch, position: Position) -> Analysis:
-    """The Analysis of tree 0 of a finished search whose root is `position`.
+def analysis_of(search: BatchedSearch, position: Position, g: int = 0) -> Analysis:
+    """The Analysis of tree g of a finished search whose root is `position`.
 
-    Moves are ordered by visits, ties by prior, and the principal variation follows the same order at
-    every node, so its first move is the one best_move plays."""
+    Moves are ordered best first (selfplay.search.move_order: proven wins, then by visits, proven losses
+    last), and the principal variation follows the same order at every node, so its first move is the one
+    best_move plays."""
     f = search.forest
     by_key = moves_by_key(position)
-    ch = search.root_children(0)
+    ch = search.root_children(g)
     stats = []
-    for k in range(len(ch.visits)):
+    for k in move_order(ch.visits, ch.prior, ch.proven, ch.proven_plies):
         move = by_key[(int(ch.move_from[k]), int(ch.move_to[k]), int(ch.captured[k]))]
         n = int(ch.visits[k])
         q = float(ch.value_sum[k] / n) if n else 0.0
         wdl = wdl_of(ch.value_sum[k], ch.draw_sum[k], n) if n else None
-        stats.append(MoveStats(move, n, float(ch.prior[k]), q, wdl))
-    stats.sort(key=lambda s: (-s.visits, -s.prior))
+        proven = None
+        if ch.proven_plies[k] >= 0:
+            proven = Proven(int(ch.proven[k]), int(ch.proven_plies[k]))
+            q, wdl = float(proven.value), proven_wdl(proven.value)
+        stats.append(MoveStats(move, n, float(ch.prior[k]), q, wdl, proven))
     pv = []
     node, pos = 0, position
-    while f.links[0, node, mcts.STATE] == mcts.EXPANDED:
-        first = int(f.links[0, node, mcts.FIRST_CHILD])
-        children = f.stats[0, first: first + int(f.links[0, node, mcts.N_CHILDREN])]
+    while f.links[g, node, mcts.STATE] == mcts.EXPANDED:
+        first = int(f.links[g, node, mcts.FIRST_CHILD])
+        children = f.stats[g, first: first + int(f.links[g, node, mcts.N_CHILDREN])]
         if children[:, mcts.VISITS].max() == 0:
             break
-        child = first + int(np.lexsort((-children[:, mcts.PRIOR], -children[:, mcts.VISITS]))[0])
-        nd = f.nodes[0, child]
+        proven = children[:, mcts.PROVEN_PLIES] >= 0
+        child = first + int(move_order(children[:, mcts.VISITS], children[:, mcts.PRIOR],
+                                       np.where(proven, -children[:, mcts.PROVEN_VALUE], np.nan),
+                                       children[:, mcts.PROVEN_PLIES])[0])
+        nd = f.nodes[g, child]
         move = moves_by_key(pos)[(int(nd[mcts.MOVE_FROM]), int(nd[mcts.MOVE_TO]), int(nd[mcts.CAPTURED]))]
         pv.append(move)
         pos = pos.play(move)
         node = child
-    return Analysis(stats, pv, search.root_wdl(0), search.root_visits(0), search.root_value(0))
+    root_proven = search.root_proven(g)
+    return Analysis(stats, pv, search.root_wdl(g), search.root_visits(g), search.root_value(g),
+                    proven=None if root_proven is None else Proven(*root_proven))
 
 
 def best_move(analysis: Analysis, temperature: float = 0.0, rng: np.random.Generator | None = None) -> Move:
-    """The most visited move at temperature 0; otherwise sampled ~ visits^(1/temperature)."""
+    """The first of the analysis's moves (best first) at temperature 0; otherwise, unless a win is proven,
+    sampled ~ visits^(1/temperature) among the moves not proven lost."""
     if not analysis.moves:
         raise ValueError("the analysis has no moves")
-    visits = np.array([s.visits for s in analysis.moves])
     if temperature > 0 and rng is None:
         rng = np.random.default_rng()
-    return analysis.moves[sample_by_visits(visits, temperature, rng)].move
+    moves = analysis.moves
+    proven = np.array([np.nan if s.proven is None else s.proven.value for s in moves])
+    plies = np.array([-1 if s.proven is None else s.proven.plies for s in moves])
+    k = choose_move(np.array([s.visits for s in moves]), np.array([s.prior for s in moves]), proven, plies,
+                    temperature, rng)
+    return moves[k].move

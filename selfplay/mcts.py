@@ -16,27 +16,41 @@ records are contiguous, so a descent into a tree that is cold in the cache (hund
 touches a few adjacent cache lines per level instead of one line per field. Few arrays also keep the
 Python -> numba call cheap: each array argument costs the dispatcher time on every call.
 
+Proven values (MCTS-solver). A node whose game value is known exactly is proven: PROVEN_VALUE holds it
+for the node's side to move (+1 win, 0 draw, -1 loss) and PROVEN_PLIES the plies to the end with best play
+(the winner hurrying, the loser delaying); PROVEN_PLIES is -1 while a node is unproven. Terminal nodes are
+proven by the rules (plies 0). A proof climbs at once: a node is a win when one child is a loss for its
+side to move (the fastest such win counts), and a loss or draw when every child is proven (the best of
+them; a loss counts the longest resistance). Repetition draws depend on the path, and so does a proof built
+on one: that is sound here because a tree node stands for its whole line (the path plus the game history).
+
 Search step, driven from Python (selfplay.search.BatchedSearch):
-  1. `select_leaves`: in every active tree, up to `leaves_per_tree` descents by PUCT. A descent ends at
+  1. `select_leaves`: in every active tree whose root is unproven, up to `leaves_per_tree` descents by
+     PUCT, which never enters a child proven lost for the chooser and counts a proven draw at its exact
+     value. A descent ends at
      - a new node: the rules decide whether it is terminal (no legal move = loss; the position's
        repetitions, counted over the tree path and the game history, reaching the draw count; the
-       no-progress count reaching its limit). A terminal node is backed up at once with its exact value
-       and never goes to the network; otherwise it becomes pending, gets a virtual loss along its path and
-       joins the batch (`encode_leaves` writes the batch's input planes);
-     - a terminal node: backed up again with its exact value;
+       no-progress count reaching its limit). A terminal node is proven, its proof climbs, it is backed up
+       at once with its exact value and never goes to the network. A node with a single legal move is
+       expanded on the spot, its one child taking all the prior, and the descent goes on through it: its
+       value is its child's, so it costs no network call (captures are compulsory, so such nodes are
+       common). Any other new node becomes pending, gets a virtual loss along its path and joins the batch
+       (`encode_leaves` writes the batch's input planes);
+     - a proven node: backed up again with its exact value;
      - a pending node (another descent of this batch already chose it): the tree stops selecting for this
        batch, so a leaf is never evaluated twice.
   2. the caller evaluates the batch's planes with the network;
   3. `expand_and_backup`: each leaf gets its children (priors = softmax over the legal actions' logits, a
      from-to action shared by several moves split equally among them) and its value is backed up, the
      virtual loss removed.
-A tree's search is complete when its root has `target` visits (in flight counted), or when its pool is
-too full for another expansion (`full`).
+A tree's search is complete when its root has `target` visits (in flight counted), when its root is
+proven, or when its pool is too full for another expansion (`full`).
 
 PUCT at a node p choosing among children c (all from the chooser's view):
     score(c) = Q(c) + c_puct * prior(c) * sqrt(N(p)) / (1 + N(c))
-with N counting in-flight visits, Q(c) = (value_sum(c) - virtual(c) * virtual_loss) / N(c), and for an
-unvisited child the first-play urgency Q = Q(p) - fpu_reduction * sqrt(prior mass of visited children).
+with N counting in-flight visits, Q(c) = (value_sum(c) - virtual(c) * virtual_loss) / N(c) (0 for a
+proven draw), and for an unvisited child the first-play urgency Q = Q(p) - fpu_reduction * sqrt(prior mass
+of visited children). A child proven lost for the chooser is never chosen.
 Ties go to the first child in move-generation order. `selfplay.reference_mcts` restates all of this in
 plain Python; the tests hold the two to identical visit counts.
 """
@@ -56,7 +70,8 @@ from zero.encoding import encode_position, legal_action_array, legal_policy
 NEW, PENDING, EXPANDED, TERMINAL = 0, 1, 2, 3
 
 # stats[g, node, field], float64
-VISITS, VIRTUAL, PRIOR, VALUE_SUM, DRAW_SUM, TERMINAL_VALUE = range(6)
+VISITS, VIRTUAL, PRIOR, VALUE_SUM, DRAW_SUM, PROVEN_VALUE, PROVEN_PLIES = range(7)
+STATS_FIELDS = 7
 # links[g, node, field], int32; children of a node are the block first_child .. first_child + n_children - 1
 PARENT, FIRST_CHILD, N_CHILDREN, STATE = range(4)
 # nodes[g, node, field], int64; history[g, k, field] uses the first three
@@ -67,8 +82,8 @@ USED, TARGET, FULL, HISTORY_LEN = range(4)
 Forest = namedtuple(
     "Forest",
     [
-        "stats",  # [G, capacity, 6] visits, in-flight visits, prior, value sum, draw-probability sum, and the
-        #           exact value of a terminal node for its side to move (-1 loss, 0 draw)
+        "stats",  # [G, capacity, 7] visits, in-flight visits, prior, value sum, draw-probability sum, and the
+        #           proven value for the node's side to move (+1, 0, -1) with its plies (-1 = unproven)
         "links",  # [G, capacity, 4] parent (-1 for the root), first child, number of children, state
         "nodes",  # [G, capacity, 8] board masks, side to move, no-progress plies, the move that led here
         "trees",  # [G, 4] nodes used, root visits at which the search is complete, pool full, history length
@@ -82,7 +97,7 @@ def new_forest(games: int, capacity: int, history: int) -> Forest:
     if capacity < movegen.MAX_MOVES + 1:
         raise ValueError(f"tree capacity {capacity} is below one full expansion ({movegen.MAX_MOVES + 1})")
     return Forest(
-        stats=np.zeros((games, capacity, 6), np.float64),
+        stats=np.zeros((games, capacity, STATS_FIELDS), np.float64),
         links=np.zeros((games, capacity, 4), np.int32),
         nodes=np.zeros((games, capacity, 8), np.int64),
         trees=np.zeros((games, 4), np.int64),
@@ -98,7 +113,8 @@ def _clear_node(f, g, i, parent, prior):
     st[PRIOR] = prior
     st[VALUE_SUM] = 0.0
     st[DRAW_SUM] = 0.0
-    st[TERMINAL_VALUE] = 0.0
+    st[PROVEN_VALUE] = 0.0
+    st[PROVEN_PLIES] = -1.0
     ln = f.links[g, i]
     ln[PARENT] = parent
     ln[FIRST_CHILD] = 0
@@ -151,9 +167,12 @@ def repetitions(f, g, node):
 def _best_child(f, g, p, c_puct, fpu_reduction, virtual_loss):
     """The PUCT choice at p, in one pass over the children: every unvisited child has the same Q (the
     first-play urgency), so the best of them is the first with the highest prior, and it is compared with
-    the best visited child at the end (on equal scores the earlier child wins, as a plain scan would)."""
+    the best visited child at the end (on equal scores the earlier child wins, as a plain scan would).
+    Children proven lost for the chooser are passed over (p is unproven, so another child is not)."""
     first = f.links[g, p, FIRST_CHILD]
     end = first + f.links[g, p, N_CHILDREN]
+    if end == first + 1:
+        return first  # a forced move (its node may have no visit yet, so no Q for the first-play urgency)
     stats = f.stats[g]
     sqrt_n = math.sqrt(stats[p, VISITS] + stats[p, VIRTUAL])
     visited_mass = 0.0
@@ -166,7 +185,12 @@ def _best_child(f, g, p, c_puct, fpu_reduction, virtual_loss):
         prior = stats[c, PRIOR]
         if n > 0:
             visited_mass += prior
-            q = (stats[c, VALUE_SUM] - stats[c, VIRTUAL] * virtual_loss) / n
+            if stats[c, PROVEN_PLIES] >= 0:
+                if stats[c, PROVEN_VALUE] > 0:  # a win for the child's side to move
+                    continue
+                q = 0.0  # a proven draw (a proven loss of the child would have proven p)
+            else:
+                q = (stats[c, VALUE_SUM] - stats[c, VIRTUAL] * virtual_loss) / n
             score = q + c_puct * prior * sqrt_n / (1 + n)
             if score > best:
                 best = score
@@ -201,26 +225,102 @@ def _backup(f, g, node, value, draw, in_flight):
 
 
 @njit(cache=True)
-def _terminal_check(f, g, node, repetitions_for_draw, no_progress_plies, moves):
-    """Decide a new node by the rules, in the order zero.game applies them; returns (terminal?, the
-    position's repetition count, which the network input needs)."""
+def _decide_new(f, g, node, repetitions_for_draw, no_progress_plies, moves):
+    """Decide a new node by the rules, in the order zero.game applies them; a terminal node is proven.
+    Returns (its number of legal moves, 0 for a terminal node; the position's repetition count, which the
+    network input needs)."""
     reps = repetitions(f, g, node)
     nd = f.nodes[g, node]
-    if movegen.count_moves(nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0, True, moves) == 0:
-        f.stats[g, node, TERMINAL_VALUE] = -1.0
+    n_moves = movegen.count_moves(nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0, True, moves)
+    if n_moves == 0:
+        f.stats[g, node, PROVEN_VALUE] = -1.0
     elif reps >= repetitions_for_draw or nd[NO_PROGRESS] >= no_progress_plies:
-        f.stats[g, node, TERMINAL_VALUE] = 0.0
+        f.stats[g, node, PROVEN_VALUE] = 0.0
     else:
-        return False, reps
+        return n_moves, reps
+    f.stats[g, node, PROVEN_PLIES] = 0.0
     f.links[g, node, STATE] = TERMINAL
-    return True, reps
+    return 0, reps
+
+
+@njit(cache=True)
+def _make_child(f, g, c, parent, prior, b, w, k, btm, moves, j):
+    """Node c becomes the position after move j of the parent's position (b, w, k, btm)."""
+    _clear_node(f, g, c, parent, prior)
+    frm, to, cap = moves[j, movegen.F_FROM], moves[j, movegen.F_TO], moves[j, movegen.F_CAPTURED]
+    child = f.nodes[g, c]
+    child[BLACK], child[WHITE], child[KINGS] = movegen.make(b, w, k, btm, frm, to, cap)
+    child[BLACK_TO_MOVE] = not btm
+    child[NO_PROGRESS] = 0 if movegen.is_irreversible(k, frm, cap) else f.nodes[g, parent, NO_PROGRESS] + 1
+    child[MOVE_FROM] = frm
+    child[MOVE_TO] = to
+    child[CAPTURED] = cap
+
+
+@njit(cache=True)
+def _expand_forced(f, g, node, moves):
+    """Give a node with a single legal move its one child (prior 1), without the network; False when the
+    pool has no room."""
+    first = f.trees[g, USED]
+    if first + 1 > f.links.shape[1]:
+        return False
+    nd = f.nodes[g, node]
+    b, w, k, btm = nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0
+    movegen.generate(b, w, k, btm, True, moves)
+    _make_child(f, g, first, node, 1.0, b, w, k, btm, moves, 0)
+    f.trees[g, USED] = first + 1
+    f.links[g, node, FIRST_CHILD] = first
+    f.links[g, node, N_CHILDREN] = 1
+    f.links[g, node, STATE] = EXPANDED
+    return True
+
+
+@njit(cache=True)
+def _prove(f, g, p):
+    """Prove expanded node p from its children if they settle it (see the module docstring); returns
+    whether p is proven now."""
+    first = f.links[g, p, FIRST_CHILD]
+    win_plies = np.inf
+    draw_plies = np.inf
+    loss_plies = -1.0
+    all_proven = True
+    for c in range(first, first + f.links[g, p, N_CHILDREN]):
+        st = f.stats[g, c]
+        if st[PROVEN_PLIES] < 0:
+            all_proven = False
+            continue
+        plies = st[PROVEN_PLIES] + 1.0
+        if st[PROVEN_VALUE] < 0:
+            win_plies = min(win_plies, plies)
+        elif st[PROVEN_VALUE] == 0:
+            draw_plies = min(draw_plies, plies)
+        else:
+            loss_plies = max(loss_plies, plies)
+    st = f.stats[g, p]
+    if win_plies < np.inf:
+        st[PROVEN_VALUE], st[PROVEN_PLIES] = 1.0, win_plies
+    elif not all_proven:
+        return False
+    elif draw_plies < np.inf:
+        st[PROVEN_VALUE], st[PROVEN_PLIES] = 0.0, draw_plies
+    else:
+        st[PROVEN_VALUE], st[PROVEN_PLIES] = -1.0, loss_plies
+    return True
+
+
+@njit(cache=True)
+def _propagate_proof(f, g, node):
+    """A node was just proven: prove its ancestors while they are settled by it."""
+    cur = f.links[g, node, PARENT]
+    while cur >= 0 and f.stats[g, cur, PROVEN_PLIES] < 0 and _prove(f, g, cur):
+        cur = f.links[g, cur, PARENT]
 
 
 @njit(cache=True)
 def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reduction_root, virtual_loss,
                   repetitions_for_draw, no_progress_plies, leaf_game, leaf_node, leaf_reps, moves):
     """One selection pass over the active trees (see the module docstring). Writes the leaves for the
-    network (tree, node, repetition count) and returns (their number, visits to terminal nodes made)."""
+    network (tree, node, repetition count) and returns (their number, visits to proven nodes made)."""
     n_leaves = 0
     n_terminal = 0
     for g in range(active.shape[0]):
@@ -229,31 +329,42 @@ def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reducti
         taken = 0
         root = f.stats[g, 0]
         tree = f.trees[g]
-        while taken < leaves_per_tree and tree[FULL] == 0 and root[VISITS] + root[VIRTUAL] < tree[TARGET]:
+        while (taken < leaves_per_tree and tree[FULL] == 0 and root[VISITS] + root[VIRTUAL] < tree[TARGET]
+               and root[PROVEN_PLIES] < 0):
             node = 0
-            while f.links[g, node, STATE] == EXPANDED:
-                reduction = fpu_reduction_root if node == 0 else fpu_reduction
-                node = _best_child(f, g, node, c_puct, reduction, virtual_loss)
-            state = f.links[g, node, STATE]
-            if state == PENDING:
-                break
-            if state == NEW:
-                terminal, reps = _terminal_check(f, g, node, repetitions_for_draw, no_progress_plies, moves)
-                if not terminal:
-                    f.links[g, node, STATE] = PENDING
-                    cur = node
-                    while cur >= 0:
-                        f.stats[g, cur, VIRTUAL] += 1.0
-                        cur = f.links[g, cur, PARENT]
-                    leaf_game[n_leaves] = g
-                    leaf_node[n_leaves] = node
-                    leaf_reps[n_leaves] = reps
-                    n_leaves += 1
-                    taken += 1
+            reps = 0
+            while True:
+                if f.stats[g, node, PROVEN_PLIES] >= 0:
+                    break
+                state = f.links[g, node, STATE]
+                if state == EXPANDED:
+                    reduction = fpu_reduction_root if node == 0 else fpu_reduction
+                    node = _best_child(f, g, node, c_puct, reduction, virtual_loss)
                     continue
-            value = f.stats[g, node, TERMINAL_VALUE]
-            _backup(f, g, node, value, 1.0 if value == 0.0 else 0.0, 0.0)
-            n_terminal += 1
+                if state == NEW:
+                    n_moves, reps = _decide_new(f, g, node, repetitions_for_draw, no_progress_plies, moves)
+                    if n_moves == 0:
+                        _propagate_proof(f, g, node)
+                    elif n_moves == 1 and _expand_forced(f, g, node, moves):
+                        continue
+                break
+            if f.stats[g, node, PROVEN_PLIES] >= 0:
+                value = f.stats[g, node, PROVEN_VALUE]
+                _backup(f, g, node, value, 1.0 if value == 0.0 else 0.0, 0.0)
+                n_terminal += 1
+                continue
+            if f.links[g, node, STATE] == PENDING:
+                break
+            f.links[g, node, STATE] = PENDING
+            cur = node
+            while cur >= 0:
+                f.stats[g, cur, VIRTUAL] += 1.0
+                cur = f.links[g, cur, PARENT]
+            leaf_game[n_leaves] = g
+            leaf_node[n_leaves] = node
+            leaf_reps[n_leaves] = reps
+            n_leaves += 1
+            taken += 1
     return n_leaves, n_terminal
 
 
@@ -280,16 +391,7 @@ def expand_and_backup(f, n_leaves, leaf_game, leaf_node, logits, wdl, moves, act
         if first + n <= capacity:
             legal_policy(logits[i], actions, n, priors)
             for j in range(n):
-                c = first + j
-                _clear_node(f, g, c, node, priors[j])
-                frm, to, cap = moves[j, movegen.F_FROM], moves[j, movegen.F_TO], moves[j, movegen.F_CAPTURED]
-                child = f.nodes[g, c]
-                child[BLACK], child[WHITE], child[KINGS] = movegen.make(b, w, k, btm, frm, to, cap)
-                child[BLACK_TO_MOVE] = not btm
-                child[NO_PROGRESS] = 0 if movegen.is_irreversible(k, frm, cap) else nd[NO_PROGRESS] + 1
-                child[MOVE_FROM] = frm
-                child[MOVE_TO] = to
-                child[CAPTURED] = cap
+                _make_child(f, g, first + j, node, priors[j], b, w, k, btm, moves, j)
             f.trees[g, USED] = first + n
             f.links[g, node, FIRST_CHILD] = first
             f.links[g, node, N_CHILDREN] = n

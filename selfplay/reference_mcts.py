@@ -6,12 +6,17 @@ come from `zero.game` (legal moves, repetitions, no-progress), priors and PUCT a
 
 Semantics (see selfplay.mcts for the reasoning):
   * one step selects up to `leaves_per_tree` leaves, evaluates them in one batch, then expands and backs
-    them up in selection order; a descent that reaches a pending leaf ends the step's selection;
+    them up in selection order; a descent that reaches a pending leaf ends the step's selection, and no
+    descent starts once the root is proven;
   * a new node is decided by the rules first (no move = loss, repetition or no-progress = draw); a
-    terminal node is backed up at once with its exact value;
+    terminal node is proven and backed up at once with its exact value, and so is any proven node a
+    descent reaches; a node with one legal move is expanded without the network and the descent goes on;
+  * a proof climbs: a node is won when a child is lost for its side to move (fastest first), lost or drawn
+    when every child is proven (the best; a loss counts the longest resistance);
   * score = Q + c_puct * prior * sqrt(N_parent) / (1 + N), in-flight visits counted in N and as losses of
-    size `virtual_loss` in Q; unvisited children get Q_parent - fpu_reduction * sqrt(visited prior mass);
-    ties go to the first child in generation order.
+    size `virtual_loss` in Q (a proven draw's Q is 0, a child proven lost for the chooser is never
+    chosen); unvisited children get Q_parent - fpu_reduction * sqrt(visited prior mass); ties go to the
+    first child in generation order.
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ class Node:
         self.children: list[Node] = []
         self.expanded = False
         self.pending = False
-        self.terminal_value: float | None = None  # for the side to move here, once known to be terminal
+        # For the side to move here once proven (+1 win, 0 draw, -1 loss), with the plies to the end.
+        self.proven_value: float | None = None
+        self.proven_plies = -1
         self.visits = 0
         self.virtual = 0
         self.value_sum = 0.0  # from the view of the player who moved here
@@ -56,30 +63,27 @@ class ReferenceMcts:
         self.history = game.positions[len(game.positions) - 1 - window: -1]
 
     def run(self, simulations: int) -> Node:
-        while self.root.visits + self.root.virtual < simulations:
+        while self.root.visits + self.root.virtual < simulations and self.root.proven_value is None:
             self.step(simulations)
         return self.root
 
     def step(self, simulations: int) -> None:
         leaves: list[tuple[Node, int]] = []
-        while len(leaves) < self.config.leaves_per_tree and self.root.visits + self.root.virtual < simulations:
-            node = self.root
-            while node.expanded:
-                node = self._best_child(node)
+        while (len(leaves) < self.config.leaves_per_tree and self.root.visits + self.root.virtual < simulations
+               and self.root.proven_value is None):
+            node = self._descend()
+            if node.proven_value is not None:
+                value = node.proven_value
+                self._backup(node, value, 1.0 if value == 0.0 else 0.0, in_flight=False)
+                continue
             if node.pending:
                 break
-            if node.terminal_value is None:
-                self._decide_terminal(node)
-            if node.terminal_value is None:
-                node.pending = True
-                walk: Node | None = node
-                while walk is not None:
-                    walk.virtual += 1
-                    walk = walk.parent
-                leaves.append((node, self._repetitions(node)))
-                continue
-            value = node.terminal_value
-            self._backup(node, value, 1.0 if value == 0.0 else 0.0, in_flight=False)
+            node.pending = True
+            walk: Node | None = node
+            while walk is not None:
+                walk.virtual += 1
+                walk = walk.parent
+            leaves.append((node, self._repetitions(node)))
         if not leaves:
             return
         planes = np.stack([encode(n.position, n.no_progress, reps) for n, reps in leaves])
@@ -88,7 +92,28 @@ class ReferenceMcts:
             self._expand(node, logits[i])
             self._backup(node, float(wdl[i, 0]) - float(wdl[i, 2]), float(wdl[i, 1]), in_flight=True)
 
+    def _descend(self) -> Node:
+        """Down the tree by PUCT to a proven, pending or new node, deciding new nodes by the rules and
+        passing through the forced ones."""
+        node = self.root
+        while node.proven_value is None:
+            if node.expanded:
+                node = self._best_child(node)
+            elif node.pending:
+                break
+            else:
+                moves = node.position.legal_moves()
+                if self._decide_terminal(node, moves):
+                    self._propagate_proof(node)
+                elif len(moves) == 1:
+                    self._add_children(node, moves, [1.0])
+                    continue
+                break
+        return node
+
     def _best_child(self, node: Node) -> Node:
+        if len(node.children) == 1:
+            return node.children[0]
         c = self.config
         reduction = c.fpu_reduction_root if node is self.root else c.fpu_reduction
         sqrt_n = math.sqrt(node.visits + node.virtual)
@@ -99,12 +124,34 @@ class ReferenceMcts:
         fpu = -node.value_sum / node.visits - reduction * math.sqrt(visited_mass)
         best, best_child = -math.inf, node.children[0]
         for child in node.children:
+            if child.proven_value == 1.0:  # won for its side to move: lost for the chooser
+                continue
             n = child.visits + child.virtual
-            q = child.q_for_chooser(c.virtual_loss) if n > 0 else fpu
+            if child.proven_value == 0.0:
+                q = 0.0
+            else:
+                q = child.q_for_chooser(c.virtual_loss) if n > 0 else fpu
             score = q + c.c_puct * child.prior * sqrt_n / (1 + n)
             if score > best:
                 best, best_child = score, child
         return best_child
+
+    def _propagate_proof(self, node: Node) -> None:
+        parent = node.parent
+        while parent is not None and parent.proven_value is None:
+            proven = [(child.proven_value, child.proven_plies + 1) for child in parent.children
+                      if child.proven_value is not None]
+            wins = [plies for value, plies in proven if value == -1.0]
+            if wins:
+                parent.proven_value, parent.proven_plies = 1.0, min(wins)
+            elif len(proven) < len(parent.children):
+                return
+            elif any(value == 0.0 for value, _ in proven):
+                parent.proven_value = 0.0
+                parent.proven_plies = min(plies for value, plies in proven if value == 0.0)
+            else:
+                parent.proven_value, parent.proven_plies = -1.0, max(plies for _, plies in proven)
+            parent = parent.parent
 
     def _line(self, node: Node) -> list[Position]:
         """Positions before `node` on its line, most recent first: the tree path, then the game history."""
@@ -121,12 +168,16 @@ class ReferenceMcts:
         # line[k] is k + 1 plies back; the same side is to move every second ply.
         return 1 + sum(1 for k in range(1, len(line), 2) if line[k] == node.position)
 
-    def _decide_terminal(self, node: Node) -> None:
-        if not node.position.legal_moves():
-            node.terminal_value = -1.0
+    def _decide_terminal(self, node: Node, moves: list[Move]) -> bool:
+        if not moves:
+            node.proven_value = -1.0
         elif (self._repetitions(node) >= self.rules.repetitions_for_draw
               or node.no_progress >= self.rules.no_progress_plies):
-            node.terminal_value = 0.0
+            node.proven_value = 0.0
+        else:
+            return False
+        node.proven_plies = 0
+        return True
 
     def _expand(self, node: Node, logits: np.ndarray) -> None:
         pos = node.position
@@ -138,11 +189,15 @@ class ReferenceMcts:
         total = 0.0
         for w in weights:
             total += w
-        for move, w in zip(moves, weights):
-            no_progress = 0 if pos.is_irreversible(move) else node.no_progress + 1
-            node.children.append(Node(pos.play(move), no_progress, node, move, w / total))
-        node.expanded = True
+        self._add_children(node, moves, [w / total for w in weights])
         node.pending = False
+
+    def _add_children(self, node: Node, moves: list[Move], priors: list[float]) -> None:
+        pos = node.position
+        for move, prior in zip(moves, priors):
+            no_progress = 0 if pos.is_irreversible(move) else node.no_progress + 1
+            node.children.append(Node(pos.play(move), no_progress, node, move, prior))
+        node.expanded = True
 
     def _backup(self, node: Node, value: float, draw: float, in_flight: bool) -> None:
         v = -value

@@ -74,6 +74,14 @@ class RootChildren:
     prior: np.ndarray
     value_sum: np.ndarray  # from the view of the side to move at the root
     draw_sum: np.ndarray
+    # Proven values from the view of the side to move at the root: +1 win, 0 draw, -1 loss, NaN unproven;
+    # and the plies to the end with best play, the move itself included (-1 unproven).
+    proven: np.ndarray
+    proven_plies: np.ndarray
+
+    def best(self, temperature: float = 0.0, rng: np.random.Generator | None = None) -> int:
+        """The child to play (see choose_move)."""
+        return choose_move(self.visits, self.prior, self.proven, self.proven_plies, temperature, rng)
 
     def move(self, k: int, position: Position) -> Move:
         """Child k as the legal Move of `position` (the root's position) it stands for."""
@@ -180,7 +188,8 @@ class BatchedSearch:
     def complete(self) -> np.ndarray:
         """Active trees whose search is done (target reached or pool full)."""
         f = self.forest
-        return self.active & ((f.stats[:, 0, mcts.VISITS] >= f.trees[:, mcts.TARGET]) | (f.trees[:, mcts.FULL] != 0))
+        return self.active & ((f.stats[:, 0, mcts.VISITS] >= f.trees[:, mcts.TARGET]) | (f.trees[:, mcts.FULL] != 0)
+                              | (f.stats[:, 0, mcts.PROVEN_PLIES] >= 0))
 
     def step(self, evaluator: PositionEvaluator) -> int:
         """One select -> evaluate -> expand/backup round over all active trees; returns the leaves evaluated."""
@@ -224,24 +233,43 @@ class BatchedSearch:
         first, n, state = (int(x) for x in f.links[g, 0, [mcts.FIRST_CHILD, mcts.N_CHILDREN, mcts.STATE]])
         sl = slice(first, first + n) if state == mcts.EXPANDED else slice(0, 0)
         stats, nodes = f.stats[g, sl], f.nodes[g, sl]
+        proven = stats[:, mcts.PROVEN_PLIES] >= 0
         return RootChildren(
             nodes[:, mcts.MOVE_FROM].copy(), nodes[:, mcts.MOVE_TO].copy(), nodes[:, mcts.CAPTURED].copy(),
             stats[:, mcts.VISITS].astype(np.int64), stats[:, mcts.PRIOR].copy(), stats[:, mcts.VALUE_SUM].copy(),
             stats[:, mcts.DRAW_SUM].copy(),
+            np.where(proven, -stats[:, mcts.PROVEN_VALUE], np.nan),  # a child's value is for its side to move
+            np.where(proven, stats[:, mcts.PROVEN_PLIES] + 1, -1).astype(np.int64),  # the move itself counts
         )
 
-    def root_value(self, g: int) -> float:
-        """Search value of the root for its side to move, in [-1, 1] (0 before any visit)."""
+    def root_proven(self, g: int) -> tuple[int, int] | None:
+        """The root's proven value for its side to move (+1, 0, -1) and plies to the end, or None."""
         root = self.forest.stats[g, 0]
+        return None if root[mcts.PROVEN_PLIES] < 0 else (int(root[mcts.PROVEN_VALUE]), int(root[mcts.PROVEN_PLIES]))
+
+    def root_value(self, g: int) -> float:
+        """Value of the root for its side to move, in [-1, 1]: the proven one, else the search's mean (0
+        before any visit)."""
+        root = self.forest.stats[g, 0]
+        if root[mcts.PROVEN_PLIES] >= 0:
+            return float(root[mcts.PROVEN_VALUE])
         n = root[mcts.VISITS]
         return float(-root[mcts.VALUE_SUM] / n) if n else 0.0
 
     def root_wdl(self, g: int) -> tuple[float, float, float]:
+        """Win/draw/loss of the root for its side to move: certain when proven, else the search's mean."""
         root = self.forest.stats[g, 0]
+        if root[mcts.PROVEN_PLIES] >= 0:
+            return proven_wdl(root[mcts.PROVEN_VALUE])
         return wdl_of(-root[mcts.VALUE_SUM], root[mcts.DRAW_SUM], root[mcts.VISITS])
 
     def root_visits(self, g: int) -> int:
         return int(self.forest.stats[g, 0, mcts.VISITS])
+
+
+def proven_wdl(value: float) -> tuple[float, float, float]:
+    """The win/draw/loss of a proven value (+1, 0, -1)."""
+    return float(value > 0), float(value == 0), float(value < 0)
 
 
 def wdl_of(value_sum: float, draw_sum: float, visits: int) -> tuple[float, float, float]:
@@ -261,6 +289,26 @@ def visit_policy(children: RootChildren, black_to_move: bool) -> tuple[np.ndarra
         shares[a] = shares.get(a, 0.0) + float(n) / total
     actions = np.array(list(shares), dtype=np.int16)
     return actions, np.array([shares[int(a)] for a in actions], dtype=np.float32)
+
+
+def move_order(visits: np.ndarray, prior: np.ndarray, proven: np.ndarray, proven_plies: np.ndarray) -> np.ndarray:
+    """A node's children, best first, from their statistics for the player choosing among them (proven
+    values +1, 0, -1, NaN unproven): proven wins, fastest first; then the moves not proven lost, most
+    visited first (ties by prior); then proven losses, longest resistance first."""
+    group = np.where(proven == 1, 0, np.where(proven == -1, 2, 1))
+    within = np.where(group == 0, proven_plies, np.where(group == 2, -proven_plies, -visits))
+    return np.lexsort((-prior, within, group))
+
+
+def choose_move(visits: np.ndarray, prior: np.ndarray, proven: np.ndarray, proven_plies: np.ndarray,
+                temperature: float = 0.0, rng: np.random.Generator | None = None) -> int:
+    """Which root child to play: the first of move_order; at a temperature, unless a win is proven, a
+    move sampled ~ visits^(1/temperature) among those not proven lost."""
+    order = move_order(visits, prior, proven, proven_plies)
+    safe = np.flatnonzero(~(proven == -1))
+    if temperature <= 0 or rng is None or proven[order[0]] == 1 or visits[safe].sum() == 0:
+        return int(order[0])
+    return int(safe[sample_by_visits(visits[safe], temperature, rng)])
 
 
 def sample_by_visits(visits: np.ndarray, temperature: float, rng: np.random.Generator | None) -> int:

@@ -11,8 +11,8 @@ import pytest
 from selfplay import mcts
 from selfplay.evaluators import HashEvaluator, MaterialEvaluator, UniformEvaluator
 from selfplay.reference_mcts import ReferenceMcts
-from selfplay.analysis import analyse, best_move
-from selfplay.search import BatchedSearch, RootNoise, SearchConfig, visit_policy
+from selfplay.analysis import Proven, analyse, best_move
+from selfplay.search import BatchedSearch, RootNoise, SearchConfig, choose_move, visit_policy
 from zero.data import data_file
 from zero.game import Game, RulesConfig, Termination
 from zero.notation import fen_to_position, resolve_move
@@ -104,7 +104,7 @@ def test_threefold_repetition_is_a_draw_inside_the_tree():
     search.run(UniformEvaluator(wdl=(0.6, 0.0, 0.4)))
     f = search.forest
     repeat = _root_child(search, game, "24-28")
-    assert f.links[0, repeat, mcts.STATE] == mcts.TERMINAL and f.stats[0, repeat, mcts.TERMINAL_VALUE] == 0.0
+    assert f.links[0, repeat, mcts.STATE] == mcts.TERMINAL and f.stats[0, repeat, mcts.PROVEN_VALUE] == 0.0
     # Every other reply is an ordinary position the network was asked about.
     for text in ("24-19", "24-20", "24-27"):
         assert f.links[0, _root_child(search, game, text), mcts.STATE] == mcts.EXPANDED
@@ -122,9 +122,12 @@ def test_no_progress_limit_is_a_draw_inside_the_tree():
     f = search.forest
     first, n = f.links[0, 0, mcts.FIRST_CHILD], f.links[0, 0, mcts.N_CHILDREN]
     for c in range(first, first + n):
-        assert f.links[0, c, mcts.STATE] == mcts.TERMINAL and f.stats[0, c, mcts.TERMINAL_VALUE] == 0.0
-    # Only the root's own evaluation (a win) is not a draw: 49 of the 50 visits are worth exactly 0.
-    assert search.root_value(0) == pytest.approx(1 / 50)
+        assert f.links[0, c, mcts.STATE] == mcts.TERMINAL and f.stats[0, c, mcts.PROVEN_VALUE] == 0.0
+    # Every reply draws, so the root is a proven draw as soon as each has been visited once: the search
+    # stops there (the root's evaluation and one visit a child), and its value is exactly 0.
+    assert search.root_proven(0) == (0, 1)
+    assert search.root_visits(0) == 1 + n
+    assert search.root_value(0) == 0.0 and search.root_wdl(0) == (0.0, 1.0, 0.0)
 
 
 def test_a_side_without_moves_has_lost():
@@ -133,8 +136,10 @@ def test_a_side_without_moves_has_lost():
     analysis = analyse(game, UniformEvaluator(), 20)
     assert [str(s.move) for s in analysis.moves] == ["6x15"]
     assert analysis.moves[0].q == 1.0 and analysis.moves[0].wdl == (1.0, 0.0, 0.0)
-    # The root's own evaluation said draw; the 19 visits below it are exact wins.
-    assert analysis.root_wdl == pytest.approx((0.95, 0.05, 0.0))
+    # The root's one move is forced, so it costs no network call, and the position after it is lost for
+    # White: the root is a proven win in 1 after one visit, and the search ends there.
+    assert analysis.proven == Proven(1, 1) and analysis.moves[0].proven == Proven(1, 1)
+    assert analysis.root_wdl == (1.0, 0.0, 0.0) and analysis.simulations == 1
 
 
 # Found by exhaustive search; the test re-checks each claim below.
@@ -226,12 +231,14 @@ def test_tree_reuse_keeps_the_played_subtree():
     assert search.root_visits(0) == kept_visits
     pos = game.position
     assert f.nodes[0, 0, :mcts.NO_PROGRESS].tolist() == [pos.black, pos.white, pos.kings, pos.black_to_move]
-    # Links stay consistent: every node's children point back to it and visits add up.
+    # Links stay consistent: every node's children point back to it and visits add up (a node's own
+    # evaluation is one visit, except at a forced move, whose node the network never sees).
     for node in range(kept):
         if f.links[0, node, mcts.STATE] == mcts.EXPANDED:
             first, n = f.links[0, node, mcts.FIRST_CHILD], f.links[0, node, mcts.N_CHILDREN]
             assert (f.links[0, first:first + n, mcts.PARENT] == node).all()
-            assert f.stats[0, first:first + n, mcts.VISITS].sum() == f.stats[0, node, mcts.VISITS] - 1
+            own = 0 if n == 1 else 1
+            assert f.stats[0, first:first + n, mcts.VISITS].sum() == f.stats[0, node, mcts.VISITS] - own
     # The search goes on from the kept tree to the new target.
     search.start(0, 600)
     search.run(HashEvaluator(seed=1))
@@ -283,3 +290,135 @@ def test_analysis_api():
     finished.play(finished.legal_moves()[0])
     with pytest.raises(ValueError):
         analyse(finished, UniformEvaluator(), 10)
+
+
+# ------------------------------------------------------------------------------------------ MCTS-solver
+
+def _forced_win_within(game: Game, plies: int) -> bool:
+    """Exhaustive: the side to move can force a win within `plies` plies."""
+    return plies >= 1 and any(_wins_after(game, m, plies) for m in game.legal_moves())
+
+
+def _small_endgames(count: int, seed: int) -> list[Game]:
+    """Random positions of 3 or 4 pieces, men and kings, with a move for the side to move."""
+    rng = np.random.default_rng(seed)
+    games = []
+    while len(games) < count:
+        squares = rng.choice(32, size=int(rng.integers(3, 5)), replace=False) + 1
+        black = [int(s) for s in squares[: 1 + len(squares) // 2]]
+        white = [int(s) for s in squares[1 + len(squares) // 2:]]
+
+        def side(sqs, crown_row):
+            return ",".join(("K" if (rng.random() < 0.5 or s in crown_row) else "") + str(s) for s in sqs)
+
+        fen = f"{'B' if rng.random() < 0.5 else 'W'}:W{side(white, range(1, 5))}:B{side(black, range(29, 33))}"
+        game = Game(fen_to_position(fen))
+        if game.outcome is None and len(game.legal_moves()) > 1:
+            games.append(game)
+    return games
+
+
+def test_proven_values_agree_with_exhaustive_search():
+    # Every win or loss the solver proves among the root's moves is exact: the winner can force the end in
+    # that many plies and not in fewer (checked by exhaustive search over the game's rules).
+    checked = 0
+    for game in _small_endgames(12, seed=5) + [Game(fen_to_position(fen)) for fen, _ in SHOTS]:
+        analysis = analyse(game, UniformEvaluator(), 1500)
+        for stat in analysis.moves:
+            if stat.proven is None or stat.proven.value == 0:
+                continue
+            game.play(stat.move)
+            try:
+                if stat.proven.value == 1:  # the opponent, to move, has lost within plies - 1
+                    assert game.outcome is not None or not any(
+                        not _forced_win_within_after(game, r, stat.proven.plies - 1) for r in game.legal_moves())
+                else:
+                    k = stat.proven.plies - 1
+                    assert _forced_win_within(game, k) and not _forced_win_within(game, k - 2), str(stat.move)
+            finally:
+                game.undo()
+            checked += 1
+        if analysis.proven is not None and analysis.proven.value == 1:
+            k = analysis.proven.plies
+            assert _forced_win_within(game, k) and not _forced_win_within(game, k - 2)
+            assert best_move(analysis) == analysis.moves[0].move and analysis.moves[0].proven == analysis.proven
+    assert checked >= 10, "the positions give the solver something to prove"
+
+
+def _forced_win_within_after(game: Game, reply, plies: int) -> bool:
+    """After the opponent's `reply`, the side that just moved before it wins within plies - 1 plies."""
+    game.play(reply)
+    try:
+        if game.outcome is not None:
+            return game.outcome.termination == Termination.NO_MOVES
+        return _forced_win_within(game, plies - 1)
+    finally:
+        game.undo()
+
+
+@pytest.mark.parametrize("fen,winning", SHOTS)
+def test_a_proven_win_ends_the_search_and_is_played(fen, winning):
+    game = Game(fen_to_position(fen))
+    analysis = analyse(game, UniformEvaluator(), 100_000)
+    # Proven long before the budget, and the move played is the win.
+    assert analysis.proven is not None and analysis.proven.value == 1
+    assert analysis.simulations < 100_000
+    assert str(best_move(analysis)) == winning
+    assert str(analysis.proven).startswith("win in ")
+
+
+def test_a_proven_loss_is_avoided_while_another_move_is_unproven():
+    # 28-24 loses in 2 (the solved table says so); with a uniform prior and a value that favours it the
+    # search would still visit it, but once proven it is never the move played.
+    game = Game(fen_to_position("W:WK23,K28:B4,K20"))
+    analysis = analyse(game, UniformEvaluator(wdl=(0.0, 0.2, 0.8)), 400)
+    losing = next(s for s in analysis.moves if str(s.move) == "28-24")
+    assert losing.proven is not None and (losing.proven.value, losing.proven.plies) == (-1, 2)
+    assert analysis.moves[-1] is losing and str(best_move(analysis)) != "28-24"
+    # choose_move passes over a proven loss even when it has the most visits, and plays a proven win at once.
+    visits, prior = np.array([90, 5, 5]), np.full(3, 1 / 3)
+    assert choose_move(visits, prior, np.array([-1.0, np.nan, np.nan]), np.array([2, -1, -1])) == 1
+    assert choose_move(visits, prior, np.array([np.nan, 1.0, 1.0]), np.array([-1, 7, 5])) == 2
+    assert choose_move(visits, prior, np.array([-1.0, -1.0, -1.0]), np.array([2, 6, 4])) == 1
+    rng = np.random.default_rng(0)
+    picks = {choose_move(visits, prior, np.array([-1.0, np.nan, np.nan]), np.array([2, -1, -1]), 1.0, rng)
+             for _ in range(50)}
+    assert picks == {1, 2}
+
+
+def test_a_repetition_draw_is_proven_and_taken_over_a_loss():
+    # White to move after the shuffle: 24-28 repeats the position a third time, a proven draw. With a value
+    # that calls every position won for its side to move (so lost for the player who moved into it), the
+    # unproven moves look lost and the draw is the move.
+    game = _shuffle_game()
+    analysis = analyse(game, UniformEvaluator(wdl=(1.0, 0.0, 0.0)), 300)
+    repeat = next(s for s in analysis.moves if str(s.move) == "24-28")
+    assert repeat.proven is not None and (repeat.proven.value, repeat.proven.plies) == (0, 1)
+    assert str(best_move(analysis)) == "24-28"
+
+
+class _CountingEvaluator:
+    def __init__(self, inner):
+        self.inner = inner
+        self.positions = 0
+
+    def evaluate(self, planes):
+        self.positions += len(planes)
+        return self.inner.evaluate(planes)
+
+
+def test_forced_positions_cost_no_network_call():
+    # A middlegame with captures about: every position the network is asked about has a choice, and the
+    # positions with one legal move are in the tree all the same (expanded with their one child).
+    game = _random_game(np.random.default_rng(11), 24)
+    evaluator = _CountingEvaluator(HashEvaluator(seed=3))
+    search = BatchedSearch(1, SearchConfig(leaves_per_tree=4), game.rules, simulations=3000)
+    search.set_root(0, game)
+    search.start(0, 1500)
+    search.run(evaluator)
+    f = search.forest
+    used = int(f.trees[0, mcts.USED])
+    expanded = f.links[0, :used, mcts.STATE] == mcts.EXPANDED
+    forced = expanded & (f.links[0, :used, mcts.N_CHILDREN] == 1)
+    assert forced.sum() > 0
+    assert evaluator.positions == search.times.leaves == (expanded & ~forced).sum()

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from selfplay.evaluators import PositionEvaluator
-from selfplay.search import BatchedSearch, SearchConfig, sample_by_visits
+from selfplay.search import BatchedSearch, SearchConfig
 from zero.game import Game, Move, Outcome, RulesConfig, Termination
 from zero.openings import Opening
 from zero.players import Player
@@ -419,7 +419,7 @@ def play_match(
                 for g in np.flatnonzero(done):
                     slot = slots[g]
                     children = search.root_children(g)
-                    move = children.move(sample_by_visits(children.visits, 0.0, None), slot.game.position)
+                    move = children.move(children.best(), slot.game.position)
                     search.stop(g)
                     apply(g, slot, move)
                     finish(g, slot)
