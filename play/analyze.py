@@ -34,15 +34,17 @@ def report_text(result: dict) -> str:
     win, draw, loss = (100 * result["root_wdl"][k] for k in ("win", "draw", "loss"))
     lines = [
         f"Position {result['fen']} ({side} to move), {result['simulations']} simulations",
-        f"{side}: win {win:.1f}%  draw {draw:.1f}%  loss {loss:.1f}%"
+        (f"{side}: proven {result['proven']}" if result["proven"] else
+         f"{side}: win {win:.1f}%  draw {draw:.1f}%  loss {loss:.1f}%")
         + (f"; the network expects about {result['plies_left']:.0f} more plies" if result["plies_left"] is not None
            else ""),
         "",
-        f"{'move':<16}{'visits':>8}{'share':>8}{'prior':>8}{'win':>8}{'draw':>8}{'loss':>8}",
+        f"{'move':<16}{'visits':>8}{'share':>8}{'prior':>8}{'win':>8}{'draw':>8}{'loss':>8}  proven",
     ]
     for m in result["moves"]:
         wdl = "".join(f"{100 * x:7.1f}%" for x in m["wdl"].values()) if m["wdl"] else f"{'-':>8}" * 3
-        lines.append(f"{m['move']:<16}{m['visits']:>8}{100 * m['share']:7.1f}%{100 * m['prior']:7.1f}%{wdl}")
+        lines.append(f"{m['move']:<16}{m['visits']:>8}{100 * m['share']:7.1f}%{100 * m['prior']:7.1f}%{wdl}"
+                     f"  {m['proven'] or ''}".rstrip())
     lines.append("")
     lines.append("Principal variation: " + (" ".join(result["pv"]) or "(none)"))
     return "\n".join(lines)

@@ -7,7 +7,6 @@ which turns a search result into plain data (visit shares, win/draw/loss, princi
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,14 +46,6 @@ DEFAULT_LEVEL = "club"
 # An agreed draw is accepted when the engine's expected score (win + half the draw chance, from its own
 # side) is at most this: it takes the draw unless it believes it is clearly better.
 DRAW_ACCEPT_MAX_SCORE = 0.55
-
-# A time-limited search runs in chunks of this many simulations and stops at the first chunk boundary
-# after the time is up (a chunk is a few tens of milliseconds with the small network on a CPU).
-TIME_CHUNK_SIMULATIONS = 16
-# Node pool of a time-limited search (about 90 bytes a node; the pages are only touched as the tree grows):
-# room for some 60 000 simulations, far more than a person waits for on a CPU.
-TIME_TREE_CAPACITY = 1 << 20
-
 
 @dataclass(frozen=True)
 class Budget:
@@ -102,7 +93,8 @@ def describe(analysis: Analysis, game: Game, top: int | None = None) -> dict[str
     """A search result as plain data (JSON-ready).
 
     Win/draw/loss (and q = win - loss) are from the view of the side to move in `game` (named in "side"),
-    None for a move the search never visited; "share" is a move's fraction of the root visits.
+    None for a move the search never visited; "share" is a move's fraction of the root visits; "proven" is
+    the value the search proved ("win in 9", "draw", "loss in 4"; None when unproven).
     """
     total = sum(stat.visits for stat in analysis.moves) or 1
     stats = analysis.moves if top is None else analysis.moves[:top]
@@ -120,21 +112,26 @@ def describe(analysis: Analysis, game: Game, top: int | None = None) -> dict[str
                 "prior": round(float(stat.prior), 4),
                 "q": round(float(stat.q), 4),
                 "wdl": None if stat.wdl is None else wdl_dict(stat.wdl),
+                "proven": None if stat.proven is None else str(stat.proven),
             }
             for stat in stats
         ],
         "pv": [str(mv) for mv in analysis.pv],
+        # The game's value when the search proved it, for the side to move: "win in 9", "draw", "loss in 4".
+        "proven": None if analysis.proven is None else str(analysis.proven),
         "plies_left": None if analysis.plies_left is None else round(float(analysis.plies_left), 1),
     }
 
 
 class Engine:
-    """A checkpoint's network plus the search. Not thread-safe: callers that share one serialise calls."""
+    """A checkpoint's network plus the search of one game at a time (selfplay.analysis.GameSearch: its tree
+    follows the game from move to move). Not thread-safe: callers that share one serialise calls."""
 
     def __init__(self, evaluator: PositionEvaluator, checkpoint: Path, search_config: SearchConfig | None = None) -> None:
         self.evaluator = evaluator
         self.checkpoint = checkpoint
         self.search_config = search_config
+        self._search = None  # made on the first search, which imports the numba kernels
 
     @classmethod
     def load(cls, checkpoint: str | Path | None = None) -> Engine:
@@ -152,8 +149,9 @@ class Engine:
             raise EngineError(f"checkpoint {path} not found{hint}")
         import torch
 
-        # The search sends the network two positions at a time: on a CPU, intra-op threads only add
-        # synchronisation (measured: 25x slower per batch with 2 threads on a busy 2-core machine).
+        # The search sends the network a few leaves at a time (selfplay.analysis.SINGLE_GAME_LEAVES): on a
+        # CPU, intra-op threads only add synchronisation at such batches (measured: 25x slower per batch of
+        # two with 2 threads on a busy 2-core machine).
         torch.set_num_threads(1)
         try:
             evaluator = Evaluator.from_checkpoint(path)
@@ -167,14 +165,16 @@ class Engine:
 
     def analyse(self, game: Game, budget: Budget) -> Analysis:
         """Search the game's current position within the budget (the game must not be over)."""
-        from selfplay.analysis import analyse
+        from selfplay.analysis import GameSearch
+        from selfplay.evaluators import CachedEvaluator
 
         if game.outcome is not None:
             raise EngineError("the game is over: there is nothing to search")
-        if budget.simulations is not None:
-            analysis = analyse(game, self.evaluator, budget.simulations, self.search_config)
-        else:
-            analysis = self._analyse_for_time(game, budget.seconds)
+        if self._search is None:
+            # Evaluations are remembered by position: the positions of the last searches come back in the
+            # next (transpositions, and the replies the opponent's move left out of the kept subtree).
+            self._search = GameSearch(CachedEvaluator(self.evaluator), self.search_config)
+        analysis = self._search.analyse(game, budget.simulations, budget.seconds)
         predict = getattr(self.evaluator, "predict", None)  # a network evaluator has the moves-left head
         if predict is not None:
             from zero.encoding import encode_game
@@ -182,22 +182,6 @@ class Engine:
             moves_left = predict(encode_game(game)[None])[2]
             analysis.plies_left = None if moves_left is None else float(moves_left[0])
         return analysis
-
-    def _analyse_for_time(self, game: Game, seconds: float) -> Analysis:
-        """Grow one search tree chunk by chunk until the time is up (or the tree is full)."""
-        from selfplay.analysis import analysis_of
-        from selfplay.search import BatchedSearch, SearchConfig
-
-        deadline = time.perf_counter() + seconds
-        search = BatchedSearch(1, self.search_config or SearchConfig(), game.rules, capacity=TIME_TREE_CAPACITY)
-        search.set_root(0, game)
-        target = 0
-        while True:
-            target += TIME_CHUNK_SIMULATIONS
-            search.start(0, target)
-            search.run(self.evaluator)
-            if time.perf_counter() >= deadline or search.root_visits(0) < target:  # time up, or tree full
-                return analysis_of(search, game.position)
 
     def choose(self, game: Game, budget: Budget) -> tuple[Move, Analysis]:
         """The engine's move (the most visited) and the search behind it."""

@@ -1,11 +1,15 @@
-"""The one-position face of the batched search, for play and analysis: no noise, deterministic.
+"""The one-game face of the batched search, for play and analysis: no noise, deterministic.
 
 `analyse(game, evaluator, simulations)` searches a game's current position and returns every legal move
-with its visits, prior and win/draw/loss, and the principal variation.
+with its visits, prior, win/draw/loss and proven value, and the principal variation. `GameSearch` searches
+one game move after move (play, analysis, a match player on the clock): it keeps its tree between moves,
+sends many leaves a network call and stops on simulations, time or both.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,6 +72,62 @@ def analyse(game: Game, evaluator: PositionEvaluator, simulations: int,
     search.start(0, simulations)
     search.run(evaluator)
     return analysis_of(search, game.position)
+
+
+# Leaves a game searched alone sends the network in one call (virtual loss spreads them over the tree):
+# more leaves make the CPU backend's batches cheaper per position, fewer keep the search sharper.
+# Measured at 0.1 s a move on one core (benchmarks/single_game_bench.py, benchmarks/RESULTS.md).
+SINGLE_GAME_LEAVES = 16
+# Nodes in a single game's tree (about 140 bytes a node; pages are touched only as the tree grows): some
+# 60,000 simulations, more than a CPU core searches in a minute. A full tree ends a search early.
+SINGLE_GAME_CAPACITY = 1 << 20
+
+
+class GameSearch:
+    """One game searched move after move: one tree, kept between searches (the subtree of the moves played
+    since the last one: its visits count toward the next search's simulations), `config.leaves_per_tree`
+    leaves a network call. Not thread-safe."""
+
+    def __init__(self, evaluator: PositionEvaluator, config: SearchConfig | None = None,
+                 capacity: int = SINGLE_GAME_CAPACITY) -> None:
+        self.evaluator = evaluator
+        self.config = config or SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES)
+        self.capacity = capacity
+        self._search: BatchedSearch | None = None
+        self._root: tuple[Position, tuple[Move, ...]] | None = None  # the game's start and moves at the root
+
+    def analyse(self, game: Game, simulations: int | None = None, seconds: float | None = None) -> Analysis:
+        """Search the game's current position until its root has `simulations` visits, `seconds` have
+        passed (the moves so far are played), the root is proven or the tree is full; at least one of the
+        two limits must be given."""
+        if game.outcome is not None:
+            raise ValueError(f"the game is over ({game.outcome.termination.value})")
+        if simulations is None and seconds is None:
+            raise ValueError("a search needs a number of simulations, a time or both")
+        if simulations is not None and simulations < 1:
+            raise ValueError("simulations must be at least 1")
+        deadline = time.perf_counter() + seconds if seconds is not None else math.inf
+        search = self._rooted_at(game)
+        search.start(0, simulations if simulations is not None else self.capacity)
+        while not search.complete()[0] and time.perf_counter() < deadline:
+            search.step(self.evaluator)
+        search.stop(0)
+        return analysis_of(search, game.position)
+
+    def _rooted_at(self, game: Game) -> BatchedSearch:
+        """The search with its root at the game's position: the tree follows the moves played since the
+        last search when it holds them, else starts afresh."""
+        start, moves = game.positions[0], tuple(game.moves)
+        if self._search is None or self._search.rules != game.rules:
+            self._search = BatchedSearch(1, self.config, game.rules, capacity=self.capacity)
+            self._root = None
+        last = self._root
+        if last is not None and last[0] == start and moves[:len(last[1])] == last[1]:
+            self._search.follow(0, moves[len(last[1]):], game)
+        else:
+            self._search.set_root(0, game)
+        self._root = (start, moves)
+        return self._search
 
 
 def analysis_of(search: BatchedSearch, position: Position, g: int = 0) -> Analysis:

@@ -11,6 +11,7 @@ independent: each starts its own search (`start`) with its own visit target, and
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,11 +156,18 @@ class BatchedSearch:
 
     def play(self, g: int, move: Move, game: Game) -> int:
         """Advance tree g past `move`, which `game` has just played; returns the nodes kept (0 = fresh)."""
-        child = mcts.find_child(self.forest, g, move.from_square - 1, move.to_square - 1, move.captured)
-        if child < 0 or not self.config.reuse_tree:
-            self.set_root(g, game)
-            return 0
-        kept = mcts.advance_root(self.forest, g, child, self._new_index)
+        return self.follow(g, [move], game)
+
+    def follow(self, g: int, moves: Sequence[Move], game: Game) -> int:
+        """Advance tree g past `moves`, the last moves `game` has played, keeping the subtree they reach
+        (a fresh root where the tree does not hold it); returns the nodes kept (0 = fresh)."""
+        kept = 0
+        for move in moves:
+            child = mcts.find_child(self.forest, g, move.from_square - 1, move.to_square - 1, move.captured)
+            if child < 0 or not self.config.reuse_tree:
+                self.set_root(g, game)
+                return 0
+            kept = mcts.advance_root(self.forest, g, child, self._new_index)
         self._set_history(g, game)
         return int(kept)
 

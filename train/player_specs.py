@@ -6,7 +6,8 @@
     policy[:NET]           the network's raw policy, no search
     mcts[:NET][:SIMS]      the network searching SIMS root visits a move (default 200), in lockstep with
                            the match's other games (train.match.NetworkPlayer)
-    mcts[:NET]:tS          the same on the clock: S seconds a move (its games are played one at a time)
+    mcts[:NET]:tS          the same on the clock: S seconds a move (its games are played one at a time, and
+                           it searches as `play` does: many leaves a network call, evaluations cached)
 
 NET is a checkpoint file or a run directory (its current best network); left out, the shipped network.
 Every kind of player is wired here, explicitly: nothing registers itself on import.
@@ -14,8 +15,11 @@ Every kind of player is wired here, explicitly: nothing registers itself on impo
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
+from selfplay.analysis import SINGLE_GAME_LEAVES
+from selfplay.evaluators import CachedEvaluator
 from selfplay.search import SearchConfig
 from train.match import MatchPlayer, NetworkPlayer
 from zero.players import AlphaBetaPlayer, RandomPlayer
@@ -65,8 +69,11 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         net, _, budget = args.rpartition(":")
         seconds = _seconds(budget[1:]) if budget.startswith("t") else None
         if seconds is not None:  # (a checkpoint whose name starts with t is no time: t1.pt is no number)
-            return NetworkPlayer(f"mcts:{net or 'default'}:t{seconds:g}", _evaluator(net, None),
-                                 MAX_TIMED_SIMULATIONS, search or SearchConfig(), seconds=seconds)
+            # Its games are played one at a time, so its search fills its own batches and remembers the
+            # positions it evaluated, as the engine of `play` does.
+            config = dataclasses.replace(search or SearchConfig(), leaves_per_tree=SINGLE_GAME_LEAVES)
+            return NetworkPlayer(f"mcts:{net or 'default'}:t{seconds:g}", CachedEvaluator(_evaluator(net, None)),
+                                 MAX_TIMED_SIMULATIONS, config, seconds=seconds)
         if not budget.isdigit():
             net, budget = args, ""
         simulations = int(budget) if budget else DEFAULT_MCTS_SIMULATIONS
