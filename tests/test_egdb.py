@@ -16,7 +16,7 @@ from play.cli import main
 from zero import egdb
 from zero.data import data_file
 from zero.egdb import DRAW, LOSS, WIN, EgdbFileError, Probe, layout, load, position_index, slice_path
-from zero.egdb_build import build, decode_position, ensure_built
+from zero.egdb_build import build, count_disagreements, decode_position, ensure_built
 from zero.game import Position
 from zero.notation import fen_to_position
 from zero.reference import reference_moves, reference_play
@@ -158,24 +158,47 @@ def test_positions_outside_the_database_are_unknown(db3):
     assert db3.probe(fen_to_position("B:W21:B")) == Probe(LOSS, 0)  # no piece left: lost
 
 
+def _position_at(db, i: int) -> Position:
+    """The Black-to-move position stored at index i of the codes."""
+    rows, local = layout(db.max_pieces).locate(np.array([i]))
+    s = tuple(int(x) for x in rows[0])
+    k_count = egdb.kings_count(s)
+    b, w, k = decode_position(db.tables, s, int(local[0]) // k_count, int(local[0]) % k_count)
+    return Position(int(b), int(w), int(k), True)
+
+
+def _answer_of_best_move(db, pos: Position) -> Probe:
+    best = db.best_move(pos)
+    return dict(db.move_values(pos))[best] if best is not None else Probe(LOSS, 0)
+
+
 def test_best_move_keeps_the_value_and_hurries(db3):
-    rng = np.random.default_rng(2)
+    for i in np.random.default_rng(2).integers(0, layout(BRUTE_PIECES).total, size=300):
+        pos = _position_at(db3, int(i))
+        assert db3.probe(pos) == egdb.decode(int(db3.tables.codes[i]))
+        # the best move's value is the position's, at the same distance: a win hurries, a loss delays
+        assert _answer_of_best_move(db3, pos) == db3.probe(pos)
+
+
+def test_every_stored_value_is_the_best_over_its_children(db3):
     lay = layout(BRUTE_PIECES)
-    codes = db3.tables.codes
-    for i in rng.integers(0, lay.total, size=300):
-        s = next(x for x in lay.slices if lay.offsets[x] <= i < lay.offsets[x] + lay.sizes[x])
-        k_count = egdb.kings_count(s)
-        j = int(i) - lay.offsets[s]
-        b, w, k = decode_position(db3.tables, s, j // k_count, j % k_count)
-        pos = Position(int(b), int(w), int(k), True)
-        value = db3.probe(pos)
-        assert value == egdb.decode(int(codes[i]))
-        best = db3.best_move(pos)
-        if best is None:
-            assert value == Probe(LOSS, 0)
-            continue
-        moved = dict(db3.move_values(pos))[best]
-        assert moved == value  # the best move's value is the position's, at the same distance
+    rows, local = lay.locate(np.arange(lay.total))
+    assert count_disagreements(db3.tables, rows, local) == 0
+    tampered = db3.tables._replace(codes=db3.tables.codes.copy())
+    tampered.codes[[10, 5000, 100_000]] ^= 2
+    assert count_disagreements(tampered, rows, local) >= 3
+
+
+def test_four_pieces_are_consistent_with_their_children(tmp_path):
+    db = build(4, tmp_path, progress=False)
+    lay = layout(4)
+    sample = np.random.default_rng(3).integers(0, lay.total, size=200_000)
+    rows, local = lay.locate(sample)
+    assert count_disagreements(db.tables, rows, local) == 0
+    # The same judgement in Python (Egdb.move_values), on a few.
+    for i in sample[:200]:
+        pos = _position_at(db, int(i))
+        assert _answer_of_best_move(db, pos) == db.probe(pos)
 
 
 # ---- files ------------------------------------------------------------------------------------------

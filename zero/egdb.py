@@ -281,6 +281,12 @@ class Layout:
     men_black: np.ndarray
     men_white: np.ndarray
 
+    def locate(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For indices into the codes: each one's slice (rows of bm, bk, wm, wk) and index within it."""
+        starts = np.array([self.offsets[s] for s in self.slices], dtype=np.int64)
+        row = np.searchsorted(starts, indices, side="right") - 1
+        return np.array(self.slices, dtype=np.int64)[row], np.asarray(indices, dtype=np.int64) - starts[row]
+
     def tables(self, codes: np.ndarray) -> Tables:
         slice_offset = np.full((self.pieces + 1,) * 4, -1, dtype=np.int64)
         for s, off in self.offsets.items():

@@ -204,6 +204,36 @@ def solve_pair(t, s, s2, n_confs):
         _solve_group(t, s, m, s2, m2, work_b, work_w, work_k, n_int, ext_loss, cand, code, e_slot, e_next, moves)
 
 
+@njit(cache=True)
+def count_disagreements(t, slice_rows, local):
+    """How many of the given positions (Black to move: slice_rows[i] = bm, bk, wm, wk, local[i] the index
+    within the slice) hold another code than the best over their children's (Egdb.move_values, in Python)."""
+    moves = np.zeros((movegen.BUFFER_ROWS, movegen.MOVE_FIELDS), dtype=np.int64)
+    wrong = 0
+    for i in range(local.size):
+        s = (slice_rows[i, 0], slice_rows[i, 1], slice_rows[i, 2], slice_rows[i, 3])
+        k_count = t.binom[32 - s[0] - s[2], s[1]] * t.binom[32 - s[0] - s[2] - s[1], s[3]]
+        b, w, k = decode_position(t, s, local[i] // k_count, local[i] % k_count)
+        n = movegen.generate(b, w, k, True, True, moves)
+        win_at = _NEVER
+        loss_at = 0
+        draw = False
+        for j in range(n):
+            cb, cw, ck = movegen.make(b, w, k, True, moves[j, movegen.F_FROM], moves[j, movegen.F_TO],
+                                      moves[j, movegen.F_CAPTURED])
+            value, dist = probe(t, cb, cw, ck, False)
+            if value == LOSS:
+                win_at = min(win_at, dist + 1)
+            elif value == WIN:
+                loss_at = max(loss_at, dist + 1)
+            else:
+                draw = True  # an unknown child counts as a draw, so that it cannot hide
+        best = win_at if win_at < _NEVER else DRAW_CODE if draw else loss_at
+        if t.codes[t.slice_offset[s] + local[i]] != best:
+            wrong += 1
+    return wrong
+
+
 def _lock(directory: Path):
     """An exclusive flock on the directory's build lock: concurrent first uses build once, not twice."""
     directory.mkdir(parents=True, exist_ok=True)
