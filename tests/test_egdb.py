@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -125,9 +124,8 @@ def test_index_is_perfect_and_follows_its_definition(db3):
         got = [position_index(db3.tables, b, w, k) - lay.offsets[s] for b, w, k in members]
         assert got == list(range(lay.sizes[s])), s
         k_count = egdb.kings_count(s)
-        for i, (b, w, k) in enumerate(members[:: max(1, len(members) // 50)]):
-            j = got[members.index((b, w, k))]
-            assert decode_position(db3.tables, s, j // k_count, j % k_count) == (b, w, k)
+        for j in range(0, len(members), max(1, len(members) // 50)):
+            assert decode_position(db3.tables, s, j // k_count, j % k_count) == members[j]
 
 
 def test_flip_matches_the_python_mirror():

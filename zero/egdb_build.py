@@ -20,11 +20,11 @@ import numpy as np
 from numba import njit
 
 from zero import movegen
-from zero.bitboard import FULL, NEIGHBOUR, lowest_bit_index, popcount
+from zero.bitboard import FULL, NEIGHBOUR, lowest_bit_index
 from zero.config import atomic_write_bytes, remove_leftover_temp_files
 from zero.egdb import (
-    DRAW, DRAW_CODE, LOSS, MAX_DISTANCE, UNSOLVED_CODE, WIN, Egdb, EgdbFileError, Slice, Tables, default_dir,
-    flip, kings_count, kings_index, layout, men_conf, mirror, probe, read_slice, slice_path, encode_slice,
+    DRAW, DRAW_CODE, LOSS, MAX_DISTANCE, UNSOLVED_CODE, WIN, Egdb, EgdbFileError, Slice, default_dir, encode_slice,
+    flip, kings_count, kings_index, layout, men_conf, mirror, probe, read_slice, slice_path,
 )
 
 # What ensure_built builds on first use: a few seconds.
