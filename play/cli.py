@@ -14,12 +14,13 @@ from types import ModuleType
 from play import analyze, server, terminal
 from selfplay import replay_cli, selfplay_cli
 from train import loop_cli, match_cli, pretrain_cli, ratings_cli, report_cli
-from zero import pdn_cli, perft
+from zero import egdb_cli, pdn_cli, perft
 
 # name -> (command module, one-line help)
 COMMANDS: dict[str, tuple[ModuleType, str]] = {
     "perft": (perft, "count move-tree leaves (rules check and speed)"),
     "pdn": (pdn_cli, "read and check PDN files"),
+    "egdb": (egdb_cli, "endgame databases: build (every position with at most N pieces) and probe"),
     "pretrain": (pretrain_cli, "build an expert-game dataset from PDN and pretrain the network on it"),
     "selfplay": (selfplay_cli, "self-play actors writing games to a run's replay store"),
     "replay": (replay_cli, "replay store of a run: stats, export games as PDN"),
