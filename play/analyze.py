@@ -24,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     budget.add_argument("--sims", type=int, metavar="N", help=f"search simulations (default {DEFAULT_SIMULATIONS})")
     budget.add_argument("--time", type=float, metavar="SECONDS", help="search for this long instead")
     parser.add_argument("--checkpoint", metavar="PATH", help="network: a checkpoint file or a run directory (its best network); default the shipped one")
+    parser.add_argument("--no-egdb", action="store_true",
+                        help="search without the endgame database (by default positions of few pieces are exact)")
     parser.add_argument("--top", type=int, default=10, metavar="K", help="moves to show (default 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
@@ -61,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         if game.outcome is not None:
             raise PlayError(f"the game is over in that position ({game.outcome.termination.value}, "
                             f"{side_name(game.position.black_to_move)} to move)")
-        engine = Engine.load(args.checkpoint)
+        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb)
         result = describe(engine.analyse(game, budget), game, top=args.top)
     except (EngineError, PlayError) as exc:
         print(f"checkers-zero analyze: {exc}", file=sys.stderr)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from zero.game import Game, Move
 
 if TYPE_CHECKING:  # the search (numba kernels) is imported only when an engine searches
+    from zero.egdb import Egdb
     from selfplay.evaluators import PositionEvaluator
     from selfplay.analysis import Analysis
     from selfplay.search import SearchConfig
@@ -127,16 +128,19 @@ class Engine:
     """A checkpoint's network plus the search of one game at a time (selfplay.analysis.GameSearch: its tree
     follows the game from move to move). Not thread-safe: callers that share one serialise calls."""
 
-    def __init__(self, evaluator: PositionEvaluator, checkpoint: Path, search_config: SearchConfig | None = None) -> None:
+    def __init__(self, evaluator: PositionEvaluator, checkpoint: Path, search_config: SearchConfig | None = None,
+                 egdb: Egdb | None = None) -> None:
         self.evaluator = evaluator
         self.checkpoint = checkpoint
         self.search_config = search_config
+        self.egdb = egdb  # positions it holds are exact in the search and in the analysis
         self._search = None  # made on the first search, which imports the numba kernels
 
     @classmethod
-    def load(cls, checkpoint: str | Path | None = None) -> Engine:
+    def load(cls, checkpoint: str | Path | None = None, endgame_database: bool = True) -> Engine:
         """The engine for a checkpoint file or a run directory (its best network), by default the shipped
-        network."""
+        network; with the endgame database (the largest built, the 4-piece one built on first use in
+        seconds) unless told not to."""
         from zero.checkpoint import CheckpointError, resolve_checkpoint
         from zero.inference import Evaluator
 
@@ -157,7 +161,16 @@ class Engine:
             evaluator = Evaluator.from_checkpoint(path)
         except CheckpointError as exc:
             raise EngineError(str(exc)) from None
-        return cls(evaluator, path)
+        egdb = None
+        if endgame_database:
+            from zero.egdb import EgdbFileError
+            from zero.egdb_build import largest_available
+
+            try:
+                egdb = largest_available()
+            except (EgdbFileError, OSError) as exc:
+                raise EngineError(f"endgame database: {exc} (or play without it: --no-egdb)") from None
+        return cls(evaluator, path, egdb=egdb)
 
     @property
     def name(self) -> str:
@@ -173,7 +186,7 @@ class Engine:
         if self._search is None:
             # Evaluations are remembered by position: the positions of the last searches come back in the
             # next (transpositions, and the replies the opponent's move left out of the kept subtree).
-            self._search = GameSearch(CachedEvaluator(self.evaluator), self.search_config)
+            self._search = GameSearch(CachedEvaluator(self.evaluator), self.search_config, egdb=self.egdb)
         analysis = self._search.analyse(game, budget.simulations, budget.seconds)
         predict = getattr(self.evaluator, "predict", None)  # a network evaluator has the moves-left head
         if predict is not None:

@@ -472,6 +472,8 @@ def _json(status: int, data: dict[str, Any]) -> tuple[int, bytes, str, dict[str,
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", metavar="PATH", help="network to play against (default: the shipped one)")
+    parser.add_argument("--no-egdb", action="store_true",
+                        help="search without the endgame database (by default positions of few pieces are exact)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT}; 0 = any free port)")
     parser.add_argument("--host", default=DEFAULT_HOST,
                         help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
@@ -480,7 +482,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        engine = Engine.load(args.checkpoint)
+        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb)
     except EngineError as exc:
         print(f"checkers-zero serve: {exc}", file=sys.stderr)
         return 2

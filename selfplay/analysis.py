@@ -17,6 +17,7 @@ import numpy as np
 from selfplay import mcts
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, SearchConfig, choose_move, move_order, moves_by_key, proven_wdl, wdl_of
+from zero.egdb import Egdb
 from zero.game import Game, Move, Position
 
 
@@ -28,10 +29,12 @@ class Proven:
 
     value: int
     plies: int
+    by_database: bool = False  # read from an endgame database rather than proven by the search
 
     def __str__(self) -> str:
         word = {1: "win", 0: "draw", -1: "loss"}[self.value]
-        return f"{word} in {self.plies}" if self.value else word
+        text = f"{word} in {self.plies}" if self.value else word
+        return f"database {text}" if self.by_database else text
 
 
 @dataclass
@@ -59,15 +62,15 @@ class Analysis:
 
 
 def analyse(game: Game, evaluator: PositionEvaluator, simulations: int,
-            config: SearchConfig | None = None) -> Analysis:
-    """Search the game's current position with `simulations` root visits: no noise, deterministic.
-    Raises ValueError for a finished game."""
+            config: SearchConfig | None = None, egdb: Egdb | None = None) -> Analysis:
+    """Search the game's current position with `simulations` root visits: no noise, deterministic; with
+    `egdb`, the positions it holds are exact leaves. Raises ValueError for a finished game."""
     if game.outcome is not None:
         raise ValueError(f"the game is over ({game.outcome.termination.value})")
     if simulations < 1:
         raise ValueError("simulations must be at least 1")
     config = config or SearchConfig()
-    search = BatchedSearch(1, config, game.rules, simulations=simulations)
+    search = BatchedSearch(1, config, game.rules, simulations=simulations, egdb=egdb)
     search.set_root(0, game)
     search.start(0, simulations)
     search.run(evaluator)
@@ -89,10 +92,11 @@ class GameSearch:
     leaves a network call. Not thread-safe."""
 
     def __init__(self, evaluator: PositionEvaluator, config: SearchConfig | None = None,
-                 capacity: int = SINGLE_GAME_CAPACITY) -> None:
+                 capacity: int = SINGLE_GAME_CAPACITY, egdb: Egdb | None = None) -> None:
         self.evaluator = evaluator
         self.config = config or SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES)
         self.capacity = capacity
+        self.egdb = egdb  # with it, the positions it holds are exact leaves
         self._search: BatchedSearch | None = None
         self._root: tuple[Position, tuple[Move, ...]] | None = None  # the game's start and moves at the root
 
@@ -112,14 +116,17 @@ class GameSearch:
         while not search.complete()[0] and time.perf_counter() < deadline:
             search.step(self.evaluator)
         search.stop(0)
-        return analysis_of(search, game.position)
+        analysis = analysis_of(search, game.position)
+        if self.egdb is not None and game.position.piece_count() <= self.egdb.max_pieces:
+            analysis = with_database(analysis, self.egdb, game.position)
+        return analysis
 
     def _rooted_at(self, game: Game) -> BatchedSearch:
         """The search with its root at the game's position: the tree follows the moves played since the
         last search when it holds them, else starts afresh."""
         start, moves = game.positions[0], tuple(game.moves)
         if self._search is None or self._search.rules != game.rules:
-            self._search = BatchedSearch(1, self.config, game.rules, capacity=self.capacity)
+            self._search = BatchedSearch(1, self.config, game.rules, capacity=self.capacity, egdb=self.egdb)
             self._root = None
         last = self._root
         if last is not None and last[0] == start and moves[:len(last[1])] == last[1]:
@@ -169,6 +176,24 @@ def analysis_of(search: BatchedSearch, position: Position, g: int = 0) -> Analys
     root_proven = search.root_proven(g)
     return Analysis(stats, pv, search.root_wdl(g), search.root_visits(g), search.root_value(g),
                     proven=None if root_proven is None else Proven(*root_proven))
+
+
+def with_database(analysis: Analysis, egdb: Egdb, position: Position) -> Analysis:
+    """The analysis of a position the database holds, with the database's exact values for the root and
+    every move (the search may not have visited them all), the moves in the order they are best."""
+    stats = []
+    for stat, (_, probe) in zip(sorted(analysis.moves, key=lambda s: str(s.move)),
+                                sorted(egdb.move_values(position), key=lambda mv: str(mv[0]))):
+        stat.proven = Proven(probe.value, max(probe.distance, 0), by_database=True)
+        stat.q, stat.wdl = float(probe.value), proven_wdl(probe.value)
+        stats.append(stat)
+    order = move_order(np.array([s.visits for s in stats]), np.array([s.prior for s in stats]),
+                       np.array([s.proven.value for s in stats], dtype=float), np.array([s.proven.plies for s in stats]))
+    root = egdb.probe(position)
+    analysis.moves = [stats[k] for k in order]
+    analysis.proven = Proven(root.value, max(root.distance, 0), by_database=True)
+    analysis.root_wdl, analysis.root_value = proven_wdl(root.value), float(root.value)
+    return analysis
 
 
 def best_move(analysis: Analysis, temperature: float = 0.0, rng: np.random.Generator | None = None) -> Move:

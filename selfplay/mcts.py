@@ -19,7 +19,7 @@ Python -> numba call cheap: each array argument costs the dispatcher time on eve
 Proven values (MCTS-solver). A node whose game value is known exactly is proven: PROVEN_VALUE holds it
 for the node's side to move (+1 win, 0 draw, -1 loss) and PROVEN_PLIES the plies to the end with best play
 (the winner hurrying, the loser delaying); PROVEN_PLIES is -1 while a node is unproven. Terminal nodes are
-proven by the rules (plies 0). A proof climbs at once: a node is a win when one child is a loss for its
+proven by the rules (plies 0), positions with few pieces by an endgame database (its distance). A proof climbs at once: a node is a win when one child is a loss for its
 side to move (the fastest such win counts), and a loss or draw when every child is proven (the best of
 them; a loss counts the longest resistance). Repetition draws depend on the path, and so does a proof built
 on one: that is sound here because a tree node stands for its whole line (the path plus the game history).
@@ -30,7 +30,8 @@ Search step, driven from Python (selfplay.search.BatchedSearch):
      value. A descent ends at
      - a new node: the rules decide whether it is terminal (no legal move = loss; the position's
        repetitions, counted over the tree path and the game history, reaching the draw count; the
-       no-progress count reaching its limit). A terminal node is proven, its proof climbs, it is backed up
+       no-progress count reaching its limit), and below the root an endgame database, when the search has
+       one, gives the value of a position with few pieces. Such a node is proven, its proof climbs, it is backed up
        at once with its exact value and never goes to the network. A node with a single legal move is
        expanded on the spot, its one child taking all the prior, and the descent goes on through it: its
        value is its child's, so it costs no network call (captures are compulsory, so such nodes are
@@ -63,7 +64,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from zero import movegen
+from zero import egdb, movegen
+from zero.bitboard import popcount
 from zero.encoding import encode_position, legal_action_array, legal_policy
 
 # Node states.
@@ -225,20 +227,31 @@ def _backup(f, g, node, value, draw, in_flight):
 
 
 @njit(cache=True)
-def _decide_new(f, g, node, repetitions_for_draw, no_progress_plies, moves):
-    """Decide a new node by the rules, in the order zero.game applies them; a terminal node is proven.
-    Returns (its number of legal moves, 0 for a terminal node; the position's repetition count, which the
-    network input needs)."""
+def _decide_new(f, g, node, repetitions_for_draw, no_progress_plies, moves, tables):
+    """Decide a new node by the rules, in the order zero.game applies them, then by the endgame database
+    (below the root: the root's moves are what a search is for); a terminal or database node is proven and
+    never expanded. Returns (its number of legal moves, 0 for a node so decided; the position's repetition
+    count, which the network input needs)."""
     reps = repetitions(f, g, node)
     nd = f.nodes[g, node]
-    n_moves = movegen.count_moves(nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0, True, moves)
+    b, w, k, btm = nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0
+    n_moves = movegen.count_moves(b, w, k, btm, True, moves)
+    plies = 0.0
     if n_moves == 0:
         f.stats[g, node, PROVEN_VALUE] = -1.0
     elif reps >= repetitions_for_draw or nd[NO_PROGRESS] >= no_progress_plies:
         f.stats[g, node, PROVEN_VALUE] = 0.0
     else:
-        return n_moves, reps
-    f.stats[g, node, PROVEN_PLIES] = 0.0
+        value = egdb.UNKNOWN
+        if node != 0 and popcount(b | w) <= tables.max_pieces:
+            value, distance = egdb.probe(tables, b, w, k, btm)
+        if value == egdb.UNKNOWN:
+            return n_moves, reps
+        # The database knows no repetition or no-progress draw (as the published ones): its distance is
+        # the plies to the end of best play under the other rules.
+        f.stats[g, node, PROVEN_VALUE] = value
+        plies = max(distance, 0)
+    f.stats[g, node, PROVEN_PLIES] = plies
     f.links[g, node, STATE] = TERMINAL
     return 0, reps
 
@@ -318,9 +331,10 @@ def _propagate_proof(f, g, node):
 
 @njit(cache=True)
 def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reduction_root, virtual_loss,
-                  repetitions_for_draw, no_progress_plies, leaf_game, leaf_node, leaf_reps, moves):
+                  repetitions_for_draw, no_progress_plies, leaf_game, leaf_node, leaf_reps, moves, tables):
     """One selection pass over the active trees (see the module docstring). Writes the leaves for the
-    network (tree, node, repetition count) and returns (their number, visits to proven nodes made)."""
+    network (tree, node, repetition count) and returns (their number, visits to proven nodes made).
+    `tables` is an endgame database (zero.egdb.Tables; zero.egdb.no_tables() for none)."""
     n_leaves = 0
     n_terminal = 0
     for g in range(active.shape[0]):
@@ -342,7 +356,7 @@ def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reducti
                     node = _best_child(f, g, node, c_puct, reduction, virtual_loss)
                     continue
                 if state == NEW:
-                    n_moves, reps = _decide_new(f, g, node, repetitions_for_draw, no_progress_plies, moves)
+                    n_moves, reps = _decide_new(f, g, node, repetitions_for_draw, no_progress_plies, moves, tables)
                     if n_moves == 0:
                         _propagate_proof(f, g, node)
                     elif n_moves == 1 and _expand_forced(f, g, node, moves):

@@ -19,6 +19,7 @@ import numpy as np
 from selfplay import mcts
 from selfplay.evaluators import PositionEvaluator
 from zero import movegen
+from zero.egdb import Egdb, no_tables
 from zero.encoding import NUM_PLANES, action_index
 from zero.game import Game, Move, Position, RulesConfig
 
@@ -115,9 +116,9 @@ class BatchedSearch:
     """G search trees in lockstep; see the module docstring."""
 
     def __init__(self, games: int, config: SearchConfig | None = None, rules: RulesConfig | None = None, *,
-                 simulations: int = 0, capacity: int = 0):
+                 simulations: int = 0, capacity: int = 0, egdb: Egdb | None = None):
         """`simulations`: the largest search it will run (sizes the node pools), unless `capacity` says
-        how many nodes a tree holds."""
+        how many nodes a tree holds. With `egdb`, positions it holds are exact leaves below the root."""
         self.config = config or SearchConfig()
         self.config.validate()
         if not (simulations or capacity):
@@ -137,6 +138,7 @@ class BatchedSearch:
         self._priors = np.zeros(movegen.MAX_MOVES, dtype=np.float64)
         self._new_index = np.zeros(self.forest.links.shape[1], dtype=np.int32)
         self._noise: dict[int, RootNoise] = {}
+        self._tables = egdb.tables if egdb is not None else no_tables()
         self.times = StageTimes()
 
     # -- tree set-up ----------------------------------------------------------------------------------
@@ -168,6 +170,10 @@ class BatchedSearch:
                 self.set_root(g, game)
                 return 0
             kept = mcts.advance_root(self.forest, g, child, self._new_index)
+        if self.forest.links[g, 0, mcts.STATE] == mcts.TERMINAL:
+            # A database leaf (the game is not over, so not the rules'): the root's moves are to be searched.
+            self.set_root(g, game)
+            return 0
         self._set_history(g, game)
         return int(kept)
 
@@ -206,7 +212,7 @@ class BatchedSearch:
         n, n_terminal = mcts.select_leaves(
             self.forest, self.active, c.leaves_per_tree, c.c_puct, c.fpu_reduction, c.fpu_reduction_root,
             c.virtual_loss, self.rules.repetitions_for_draw, self.rules.no_progress_plies,
-            self._leaf_game, self._leaf_node, self._leaf_reps, self._moves,
+            self._leaf_game, self._leaf_node, self._leaf_reps, self._moves, self._tables,
         )
         t1 = time.perf_counter()
         self.times.select += t1 - t0

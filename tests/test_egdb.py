@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -262,10 +264,12 @@ def _key_endings() -> list[dict[str, str]]:
 
 def test_key_endings_agree_with_the_five_piece_database():
     rows = _key_endings()
+    # The machine's own databases (tests/conftest.py points the default at a folder of the test session's)
+    directory = Path(os.environ.get("CHECKERS_ZERO_EGDB_USER") or egdb.default_dir())
     try:
-        db = load(5)
+        db = load(5, directory)
     except EgdbFileError as exc:
-        pytest.skip(f"no 5-piece database in {egdb.default_dir()} (checkers-zero egdb build --pieces 5): {exc}")
+        pytest.skip(f"no 5-piece database in {directory} (checkers-zero egdb build --pieces 5): {exc}")
     assert len(rows) == 17
     for row in rows:
         pos = fen_to_position(row["fen"])

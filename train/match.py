@@ -35,6 +35,7 @@ import numpy as np
 
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, SearchConfig
+from zero.egdb import Egdb
 from zero.game import Game, Move, Outcome, RulesConfig, Termination
 from zero.openings import Opening
 from zero.players import Player
@@ -48,15 +49,16 @@ class IllegalMoveError(RuntimeError):
 
 @dataclass
 class NetworkPlayer:
-    """A network with a fixed search budget: no noise, the most visited move. The budget is `simulations`
-    root visits a move, or with `seconds` a time a move (the search stops when it is up; `simulations` is
-    then the most a move may use, and sizes the trees)."""
+    """A network with a fixed search budget: no noise, the best move (proven wins first, then the most
+    visited). The budget is `simulations` root visits a move, or with `seconds` a time a move (the search
+    stops when it is up; `simulations` is then the most a move may use, and sizes the trees)."""
 
     name: str
     evaluator: PositionEvaluator
     simulations: int
     config: SearchConfig = field(default_factory=SearchConfig)
     seconds: float | None = None
+    egdb: Egdb | None = None  # an endgame database whose positions are exact leaves of the search
 
 
 MatchPlayer = NetworkPlayer | Player
@@ -320,7 +322,7 @@ def play_match(
         result.add(game, done.a_is_black[i], done.opening_index[i])
     played = {game.round for game in result.games}
     schedule = [(k, entry) for k, entry in enumerate(match_schedule(openings, games)) if k + 1 not in played]
-    searches = {id(p): BatchedSearch(parallel, p.config, rules, simulations=p.simulations)
+    searches = {id(p): BatchedSearch(parallel, p.config, rules, simulations=p.simulations, egdb=p.egdb)
                 for p in (a, b) if isinstance(p, NetworkPlayer)}
     deadlines = {key: np.full(parallel, np.inf) for key in searches}  # per tree, for players on the clock
     slots: list[_Slot | None] = [None] * parallel

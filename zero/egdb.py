@@ -365,6 +365,15 @@ def read_slice(path: Path, s: Slice, size: int) -> np.ndarray:
     return codes
 
 
+def no_tables() -> Tables:
+    """Tables that hold no position (every probe is UNKNOWN): what a kernel gets when no database is used,
+    of the same types as real ones, so the kernels compile once."""
+    empty = np.zeros((1, 1), dtype=np.int64)
+    return Tables(np.zeros(0, dtype=np.uint8), np.full((1, 1, 1, 1), -1, dtype=np.int64), empty,
+                  np.zeros(0, dtype=np.int32), empty, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                  BINOM, 0)
+
+
 # ---- the Python face ---------------------------------------------------------------------------------
 
 

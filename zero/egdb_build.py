@@ -24,7 +24,7 @@ from zero.bitboard import FULL, NEIGHBOUR, lowest_bit_index
 from zero.config import atomic_write_bytes, remove_leftover_temp_files
 from zero.egdb import (
     DRAW, DRAW_CODE, LOSS, MAX_DISTANCE, UNSOLVED_CODE, WIN, Egdb, EgdbFileError, Slice, default_dir, encode_slice,
-    flip, kings_count, kings_index, layout, men_conf, mirror, probe, read_slice, slice_path,
+    flip, kings_count, kings_index, layout, load, men_conf, mirror, probe, read_slice, slice_path,
 )
 
 # What ensure_built builds on first use: a few seconds.
@@ -286,3 +286,14 @@ def ensure_built(pieces: int = QUICK_PIECES, directory: Path | None = None) -> E
     if pieces > QUICK_PIECES:
         raise ValueError(f"{pieces} pieces take minutes: build them with `checkers-zero egdb build --pieces {pieces}`")
     return build(pieces, directory, progress=False)
+
+
+def largest_available(directory: Path | None = None, most: int = 6) -> Egdb:
+    """The largest database whose files are all in `directory` (default_dir()), at most `most` pieces: a
+    larger one built with `checkers-zero egdb build`, else the 4-piece one, built here on first use. What
+    play, analysis and the search players use."""
+    directory = Path(directory) if directory is not None else default_dir()
+    for pieces in range(most, QUICK_PIECES, -1):
+        if all(slice_path(directory, s).is_file() for s in layout(pieces).slices):
+            return load(pieces, directory)
+    return ensure_built(min(most, QUICK_PIECES), directory)
