@@ -80,6 +80,9 @@ def test_actor_games_are_whole_and_consistent(run):
         game = Game(pdn.start, moves=pdn.moves)
         if stored.termination == "max-length":
             assert stored.length == 40 and stored.winner == 0
+        elif stored.termination == "resignation":
+            # The side to move gave up (its search proved, or judged, the game lost).
+            assert game.outcome is None and stored.winner == (-1 if game.position.black_to_move else 1)
         else:
             assert game.outcome is not None and game.outcome.winner == stored.winner
     full = np.concatenate([g.positions.full_search for g in games])
