@@ -21,12 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_arguments(parser)
 
 
-def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+def add_engine_arguments(parser: argparse.ArgumentParser, slots: int = DEFAULTS.slots) -> None:
     """The options of every command built on the analysis engine (engine, review)."""
     parser.add_argument("--checkpoint", metavar="PATH",
                         help="network: a checkpoint file or a run directory (its best network); default the shipped one")
-    parser.add_argument("--slots", type=int, default=DEFAULTS.slots, metavar="N",
-                        help=f"positions searched together in one batched search (default {DEFAULTS.slots})")
+    parser.add_argument("--slots", type=int, default=slots, metavar="N",
+                        help=f"positions searched together in one batched search (default {slots})")
     parser.add_argument("--tree-nodes", type=int, default=DEFAULTS.tree_nodes, metavar="N",
                         help=f"nodes a search tree holds; a search that fills it stops (default {DEFAULTS.tree_nodes})")
     parser.add_argument("--cache", type=int, default=DEFAULTS.cache_positions, metavar="N",

@@ -39,8 +39,8 @@ class ReviewSettings:
 
 def move_accuracy(fall: float) -> float:
     """Accuracy of one move in percent from its fall in expected score: Lichess's move accuracy
-    (103.1668 * exp(-0.04354 * fall in percentage points) - 3.1669, clipped to 0..100): 100 for a move that
-    keeps the score, about 65 for a fall of 0.1, about 30 for 0.25."""
+    (103.1668 * exp(-0.04354 * fall in percentage points) - 3.1669, clipped to 0..100): about 100 for a move
+    that keeps the score, about 65 for a fall of 0.1, about 30 for 0.25."""
     return min(100.0, max(0.0, 103.1668 * math.exp(-4.354 * fall) - 3.1669))
 
 

@@ -13,6 +13,9 @@ from play.review import ReviewSettings
 
 DEFAULTS = ReviewSettings()
 DEFAULT_SIMULATIONS = 64
+# A review always has thousands of positions waiting: bigger network batches pay on a CPU (100 OCA games at
+# 64 simulations: 33 s with 32 trees, 20 s with 128; benchmarks/RESULTS.md).
+DEFAULT_SLOTS = 128
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--blunder", type=float, default=DEFAULTS.blunder, metavar="FALL",
                         help=f"fall in expected score that marks a blunder '??' (default {DEFAULTS.blunder})")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_engine_arguments(parser)
+    add_engine_arguments(parser, slots=DEFAULT_SLOTS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,10 +75,15 @@ def run(args: argparse.Namespace) -> int:
     positions = sum(len(g.moves) + 1 for g in games)  # an upper bound: the rules may end a game early
     summary = ReviewSummary()
     annotator = f"checkers-zero review ({engine.network}, " + ", ".join(f"{k} {v}" for k, v in limits.items()) + ")"
-    reviewed = ended_early = 0
+    reviewed = ended_early = analysed = 0
     with open(out, "w", encoding="utf-8") as sink, tqdm(total=positions, unit="pos", desc=args.pdn.name,
                                                          disable=args.no_progress, file=sys.stderr) as bar:
-        for result in review_games(engine, games, limits, settings, on_position=lambda: bar.update()):
+        def count_position() -> None:
+            nonlocal analysed
+            analysed += 1
+            bar.update()
+
+        for result in review_games(engine, games, limits, settings, on_position=count_position):
             if isinstance(result, GameReview):
                 sink.write(result.pdn(annotator))
                 summary.add(result)
@@ -85,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
                 game, message = result
                 unreadable.append(f"game {game.index} (line {game.line}): the engine refused it: {message}")
     seconds = time.perf_counter() - started
-    print(f"{args.pdn}: {reviewed} games reviewed into {out} in {seconds:.1f} s ({bar.n} positions, "
+    print(f"{args.pdn}: {reviewed} games reviewed into {out} in {seconds:.1f} s ({analysed} positions, "
           f"{', '.join(f'{k} {v}' for k, v in limits.items())} each)")
     if ended_early:
         print(f"  {ended_early} games went on after the rules had drawn them; moves after that are not judged")

@@ -36,7 +36,7 @@ def test_review_writes_every_game_back_with_a_comment_per_move(tiny_checkpoint, 
                  "--slots", "4", "--no-progress"])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "2 games reviewed" in printed
+    assert "2 games reviewed" in printed and "(20 positions" in printed
     assert "skipped:     1" in printed and "game 3" in printed and "15-11" in printed
     for player in ("Ann", "Bob", "Black", "White"):
         assert player in printed
