@@ -81,7 +81,7 @@ class Query:
     default), the limits and what each answer carries."""
 
     id: str | int | None
-    game: Game  # every move played; never copied into a search, `position_at` snapshots it
+    game: Game  # every move played; `positions` gives the game as it stood at each ply to analyse
     plies: tuple[int, ...]
     limits: Limits
     top: int | None  # candidate moves in an answer; None = all legal moves

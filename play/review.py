@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zero.game import Game, Move, Outcome, RulesConfig, Termination
 from zero.pdn import PdnGame, write_game
+
+if TYPE_CHECKING:  # the engine loads torch; review's pure parts do not need it
+    from play.api import Engine
 
 PROVEN_SCORE = {"win": 1.0, "draw": 0.5, "loss": 0.0}
 
@@ -198,11 +201,11 @@ class ReviewSummary:
         return "\n".join(lines)
 
 
-def review_games(engine, games: Iterable[PdnGame], limits: dict[str, Any], settings: ReviewSettings,
-                 on_position=lambda: None) -> Iterator[GameReview | tuple[PdnGame, str]]:
+def review_games(engine: Engine, games: Iterable[PdnGame], limits: dict[str, Any], settings: ReviewSettings,
+                 on_position: Callable[[], None] = lambda: None) -> Iterator[GameReview | tuple[PdnGame, str]]:
     """Reviews of the games in their order, each as soon as it and those before it are done; a game the
-    engine refuses comes as (game, the engine's message). `engine` is a play.api.Engine; `on_position` is
-    called once per analysed position (a progress bar)."""
+    engine refuses comes as (game, the engine's message). `limits` are the protocol's (simulations, time,
+    nodes); `on_position` is called once per analysed position (a progress bar)."""
     settings.validate()
     plans: dict[int, GamePlan] = {}
     order: deque[int] = deque()  # games not yet yielded, in file order
