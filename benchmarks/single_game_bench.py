@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 
-import numpy as np
 import torch
 
 from selfplay.analysis import GameSearch, best_move

@@ -11,7 +11,7 @@ import argparse
 import sys
 from types import ModuleType
 
-from play import analyze, server, terminal
+from play import analyze, engine_cli, review_cli, server, terminal
 from selfplay import replay_cli, selfplay_cli
 from train import loop_cli, match_cli, pretrain_cli, ratings_cli, report_cli
 from zero import egdb_cli, pdn_cli, perft
@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[ModuleType, str]] = {
     "play": (terminal, "play against a checkpoint in the terminal"),
     "serve": (server, "play against a checkpoint in the browser (local web page)"),
     "analyze": (analyze, "search a position: top moves, win/draw/loss, principal variation"),
+    "engine": (engine_cli, "JSON-lines analysis engine on stdin/stdout for other programs (many queries batched)"),
+    "review": (review_cli, "annotate every move of PDN games: evaluation, best move, mistakes and blunders"),
 }
 
 

@@ -143,7 +143,6 @@ def analysis_of(search: BatchedSearch, position: Position, g: int = 0) -> Analys
     Moves are ordered best first (selfplay.search.move_order: proven wins, then by visits, proven losses
     last), and the principal variation follows the same order at every node, so its first move is the one
     best_move plays."""
-    f = search.forest
     by_key = moves_by_key(position)
     ch = search.root_children(g)
     stats = []
@@ -157,25 +156,31 @@ def analysis_of(search: BatchedSearch, position: Position, g: int = 0) -> Analys
             proven = Proven(int(ch.proven[k]), int(ch.proven_plies[k]))
             q, wdl = float(proven.value), proven_wdl(proven.value)
         stats.append(MoveStats(move, n, float(ch.prior[k]), q, wdl, proven))
-    pv = []
-    node, pos = 0, position
+    pv = principal_variation(search, g, 0, position)
+    root_proven = search.root_proven(g)
+    return Analysis(stats, pv, search.root_wdl(g), search.root_visits(g), search.root_value(g),
+                    proven=None if root_proven is None else Proven(*root_proven))
+
+
+def principal_variation(search: BatchedSearch, g: int, node: int, position: Position) -> list[Move]:
+    """The line the search expects from `node` of tree g (whose position is `position`): the best child
+    (selfplay.search.move_order) repeatedly, while the tree goes on and has visits."""
+    f = search.forest
+    line = []
     while f.links[g, node, mcts.STATE] == mcts.EXPANDED:
         first = int(f.links[g, node, mcts.FIRST_CHILD])
         children = f.stats[g, first: first + int(f.links[g, node, mcts.N_CHILDREN])]
         if children[:, mcts.VISITS].max() == 0:
             break
         proven = children[:, mcts.PROVEN_PLIES] >= 0
-        child = first + int(move_order(children[:, mcts.VISITS], children[:, mcts.PRIOR],
-                                       np.where(proven, -children[:, mcts.PROVEN_VALUE], np.nan),
-                                       children[:, mcts.PROVEN_PLIES])[0])
-        nd = f.nodes[g, child]
-        move = moves_by_key(pos)[(int(nd[mcts.MOVE_FROM]), int(nd[mcts.MOVE_TO]), int(nd[mcts.CAPTURED]))]
-        pv.append(move)
-        pos = pos.play(move)
-        node = child
-    root_proven = search.root_proven(g)
-    return Analysis(stats, pv, search.root_wdl(g), search.root_visits(g), search.root_value(g),
-                    proven=None if root_proven is None else Proven(*root_proven))
+        node = first + int(move_order(children[:, mcts.VISITS], children[:, mcts.PRIOR],
+                                      np.where(proven, -children[:, mcts.PROVEN_VALUE], np.nan),
+                                      children[:, mcts.PROVEN_PLIES])[0])
+        nd = f.nodes[g, node]
+        move = moves_by_key(position)[(int(nd[mcts.MOVE_FROM]), int(nd[mcts.MOVE_TO]), int(nd[mcts.CAPTURED]))]
+        line.append(move)
+        position = position.play(move)
+    return line
 
 
 def with_database(analysis: Analysis, egdb: Egdb, position: Position) -> Analysis:

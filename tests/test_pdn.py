@@ -281,6 +281,24 @@ def test_writer_format():
         write_game(moves, "*", {"Event": "two\nlines"})
 
 
+def test_writer_marks_and_comments_read_back_as_the_same_game():
+    moves = random_game(5, 40, Position.initial())
+    marks = [["", "?", "??", "!"][k % 4] for k in range(len(moves))]
+    comments = [None if k % 3 else f"ply {k}: Black win 20% draw 60% loss 20%, score 0.50; best 11-15"
+                for k in range(len(moves))]
+    text = write_game(moves, "*", {"Event": "annotated"}, marks=marks, comments=comments)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert f"{moves[2]}??" in text and "{ply 0: Black win" in text
+    (game,) = read_all(text)
+    assert game.moves == moves
+    with pytest.raises(ValueError, match="brace"):
+        write_game(moves, "*", comments=["a } b"] * len(moves))
+    with pytest.raises(ValueError, match="marks"):
+        write_game(moves, "*", marks=["?"])
+    with pytest.raises(ValueError, match="move marks"):
+        write_game(moves, "*", marks=["?x"] * len(moves))
+
+
 tag_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"),
                    max_size=20)
 

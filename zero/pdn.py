@@ -39,9 +39,10 @@ Reading
     the message when a move fails): Python-side legal-move lists would cost several times more per ply.
 
 Writing
-    `write_game(moves, result, tags, start)` writes one game as standard PDN: the given tags in order, a
-    Result tag (added when absent), `[SetUp "1"]` and `[FEN]` when the start is not the initial position,
-    numbered moves with full capture paths, lines wrapped at 80 characters, the result at the end.
+    `write_game(moves, result, tags, start, marks, comments)` writes one game as standard PDN: the given tags
+    in order, a Result tag (added when absent), `[SetUp "1"]` and `[FEN]` when the start is not the initial
+    position, numbered moves with full capture paths (each with its `?`/`!` mark and `{comment}` when
+    given), lines wrapped at 80 characters, the result at the end.
     Reading that text back gives the same moves, result, start and tags (with Result, SetUp and FEN
     as written).
 """
@@ -456,11 +457,23 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
+MOVE_MARKS = ("", "!", "?", "!!", "??", "!?", "?!")
+
+
 def write_game(moves: Sequence[Move], result: str = "*", tags: dict[str, str] | None = None,
-               start: Position | None = None) -> str:
-    """One game as PDN text ending in a blank line (see the module doc for what is written)."""
+               start: Position | None = None, marks: Sequence[str] | None = None,
+               comments: Sequence[str | None] | None = None) -> str:
+    """One game as PDN text ending in a blank line (see the module doc for what is written). `marks[k]`
+    (one of MOVE_MARKS) is written onto move k, `comments[k]` (text without braces) in braces after it."""
     if result not in RESULTS:
         raise ValueError(f"result must be one of {', '.join(RESULTS)}, not {result!r}")
+    for name, per_move in (("marks", marks), ("comments", comments)):
+        if per_move is not None and len(per_move) != len(moves):
+            raise ValueError(f"{len(per_move)} {name} for {len(moves)} moves")
+    if marks is not None and any(mark not in MOVE_MARKS for mark in marks):
+        raise ValueError(f"move marks are {', '.join(repr(m) for m in MOVE_MARKS)}")
+    if comments is not None and any(c is not None and ("{" in c or "}" in c) for c in comments):
+        raise ValueError("a comment cannot hold a brace: it would end the comment early")
     header = dict(tags or {})
     header.setdefault("Result", result)
     start = start or Position.initial()
@@ -475,10 +488,10 @@ def write_game(moves: Sequence[Move], result: str = "*", tags: dict[str, str] | 
     words: list[str] = []
     for ply, move in enumerate(moves):
         number = _move_number(start, ply)
-        if number.endswith("...") and ply > 0:
-            words.append(str(move))
-        else:
-            words.append(f"{number} {move}")
+        text = f"{move}{marks[ply] if marks else ''}"
+        words.append(text if number.endswith("...") and ply > 0 else f"{number} {text}")
+        if comments and comments[ply]:
+            words.extend(f"{{{comments[ply]}}}".split())
     words.append(result)
     line = ""
     for word in words:

@@ -1,0 +1,130 @@
+"""Many analysis queries searched together: one `BatchedSearch` whose trees are slots for positions.
+
+Each position of a query (one, or one per ply of `analyze_plies`) waits for a free tree, is searched in
+lockstep with every other position in flight (their leaves go to the network in one batch, as self-play's
+games do) and is answered as soon as its own limits are reached, so answers come back out of order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+
+from play.queries import EngineSettings, Query, answer
+from selfplay import mcts
+from selfplay.analysis import analysis_of, principal_variation, with_database
+from selfplay.evaluators import PositionEvaluator
+from selfplay.search import BatchedSearch
+from zero.egdb import Egdb
+from zero.game import Game, Move, Position
+
+# Root visits a tree may add in one step. A search whose descents all end on terminal nodes makes no
+# network call and would otherwise run to its whole target inside one step, past its time limit and
+# holding up every other tree.
+VISITS_PER_STEP = 256
+
+
+@dataclass
+class Task:
+    """One position of a query, waiting for a tree or being searched in one."""
+
+    query: Query
+    ply: int
+    game: Game
+    started: float = 0.0  # perf_counter when it got a tree
+
+    def deadline(self) -> float:
+        seconds = self.query.limits.seconds
+        return self.started + seconds if seconds is not None else float("inf")
+
+
+class AnalysisPool:
+    """See the module docstring. Not thread-safe: one thread submits and steps."""
+
+    def __init__(self, evaluator: PositionEvaluator, settings: EngineSettings, egdb: Egdb | None = None):
+        """With `egdb`, the positions it holds are exact, in the search and in the answers."""
+        settings.validate()
+        self.evaluator = evaluator
+        self.settings = settings
+        self.egdb = egdb
+        self.search = BatchedSearch(settings.slots, settings.search, settings.rules, capacity=settings.tree_nodes,
+                                    egdb=egdb)
+        self.waiting: deque[Task] = deque()
+        self.running: list[Task | None] = [None] * settings.slots
+
+    @property
+    def idle(self) -> bool:
+        return not self.waiting and not any(self.running)
+
+    @property
+    def wants_more(self) -> bool:
+        """Whether taking another query now would keep every tree busy: fewer positions wait than there are
+        trees (callers feeding a long stream of queries hold the rest back)."""
+        return len(self.waiting) < self.settings.slots
+
+    def submit(self, query: Query) -> None:
+        self.waiting.extend(Task(query, ply, game) for ply, game in query.positions())
+
+    def step(self) -> list[dict[str, Any]]:
+        """Give waiting positions the free trees, run one batched search step, and answer every position
+        whose search is done."""
+        self._start_waiting()
+        if not any(self.running):
+            return []
+        for g, task in enumerate(self.running):
+            if task is not None:
+                self.search.start(g, min(self._visit_limit(task), self.search.root_visits(g) + VISITS_PER_STEP))
+        self.search.step(self.evaluator)
+        trees = self.search.forest.trees
+        now = time.perf_counter()
+        answers = []
+        for g, task in enumerate(self.running):
+            if task is None:
+                continue
+            nodes = int(trees[g, mcts.USED])
+            limits = task.query.limits
+            if (self.search.root_visits(g) >= self._visit_limit(task) or trees[g, mcts.FULL]
+                    or self.search.root_proven(g) is not None
+                    or now >= task.deadline() or (limits.nodes is not None and nodes >= limits.nodes)):
+                self.search.stop(g)
+                self.running[g] = None
+                answers.append(self._answer(g, task, nodes, now - task.started))
+        return answers
+
+    def _start_waiting(self) -> None:
+        for g, task in enumerate(self.running):
+            if not self.waiting:
+                return
+            if task is not None:
+                continue
+            task = self.waiting.popleft()
+            self.search.set_root(g, task.game)
+            task.started = time.perf_counter()
+            self.running[g] = task
+
+    def _visit_limit(self, task: Task) -> int:
+        return task.query.limits.simulations or self.settings.max_simulations
+
+    def _answer(self, g: int, task: Task, nodes: int, seconds: float) -> dict[str, Any]:
+        position = task.game.position
+        analysis = analysis_of(self.search, position, g)
+        if self.egdb is not None and position.piece_count() <= self.egdb.max_pieces:
+            analysis = with_database(analysis, self.egdb, position)
+        shown = analysis.moves if task.query.top is None else analysis.moves[: task.query.top]
+        variations = (candidate_variations(self.search, g, position, [stat.move for stat in shown])
+                      if task.query.pv else {})
+        return answer(task.query, task.ply, position, analysis, variations, nodes, seconds)
+
+
+def candidate_variations(search: BatchedSearch, g: int, position: Position, moves: list[Move]) -> dict[Move, list[Move]]:
+    """For each of the root's moves listed (the root of tree g is `position`), the line the search expects
+    after it: the move, then the principal variation of its subtree."""
+    lines = {}
+    for move in moves:
+        child = int(mcts.find_child(search.forest, g, move.from_square - 1, move.to_square - 1, move.captured))
+        after = position.play(move)
+        lines[move] = [move] + (principal_variation(search, g, child, after) if child >= 0 else [])
+    return lines

@@ -1,0 +1,259 @@
+"""The JSON-lines engine (`checkers-zero engine`) as a program drives it: a real subprocess, queries in,
+answers out; and the Python API that is the same code."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from play.api import Engine
+from play.queries import PROTOCOL_VERSION, EngineSettings, QueryError
+from zero.game import Game, Position
+from zero.notation import fen_to_position
+
+REPO = Path(__file__).resolve().parents[2]
+OPENING = ["11-15", "23-19", "8-11", "22-17"]
+
+
+def run_engine(checkpoint: Path, lines: list[str | bytes], *extra: str, timeout: float = 120) -> list[dict]:
+    """Feed the lines to a fresh engine process, close its input, and return its answers (it must exit 0
+    with nothing on stderr)."""
+    data = b"".join((line if isinstance(line, bytes) else line.encode()) + b"\n" for line in lines)
+    proc = subprocess.run([sys.executable, "-m", "play", "engine", "--checkpoint", str(checkpoint), "--slots", "8",
+                           "--tree-nodes", "40000", "--sims", "4", *extra],
+                          input=data, capture_output=True, cwd=REPO, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stderr == b"", proc.stderr.decode()
+    return [json.loads(line) for line in proc.stdout.decode().splitlines()]
+
+
+def position_after(moves: list[str], fen: str | None = None) -> str:
+    from zero.notation import resolve_move
+
+    pos = fen_to_position(fen) if fen else Position.initial()
+    for text in moves:
+        pos = pos.play(resolve_move(text, pos.legal_moves()))
+    return pos.fen()
+
+
+def test_subprocess_answers_a_batch_of_queries(tiny_checkpoint, multi_jump_fen):
+    queries = [
+        {"id": "start", "simulations": 16},
+        {"id": 2, "moves": OPENING, "simulations": 16, "top": 3},
+        {"id": "capture", "fen": multi_jump_fen, "nodes": 50},
+        {"id": "timed", "moves": OPENING[:1], "time": 0.05, "pv": False, "wdl": False},
+        {"id": "version", "query": "version"},
+    ]
+    answers = {a["id"]: a for a in run_engine(tiny_checkpoint, [json.dumps(q) for q in queries])}
+    assert set(answers) == {q["id"] for q in queries}
+    assert answers["version"]["protocol"] == PROTOCOL_VERSION
+    assert answers["version"]["engine"] == "checkers-zero"
+    for query in queries[:4]:
+        a = answers[query["id"]]
+        assert "error" not in a, a
+        assert a["fen"] == position_after(query.get("moves", []), query.get("fen"))
+        assert a["ply"] == len(query.get("moves", []))
+        assert set(a["wdl"]) == {"win", "draw", "loss"} and abs(sum(a["wdl"].values()) - 1) < 1e-3
+        assert a["move"] == a["moves"][0]["move"]
+        assert a["proven"] is None or a["proven"]["value"] in ("win", "draw", "loss")
+    assert answers["start"]["simulations"] == 16 and answers["start"]["side"] == "black"
+    assert len(answers[2]["moves"]) == 3 and answers[2]["side"] == "black"
+    assert answers[2]["pv"][0] == answers[2]["move"]
+    for candidate in answers[2]["moves"]:
+        assert {"move", "visits", "prior", "wdl", "pv", "proven"} <= set(candidate)
+        assert candidate["pv"][0] == candidate["move"]
+    capture = answers["capture"]
+    assert {m["move"] for m in capture["moves"]} == {"9x18x25", "9x18x27"}
+    assert capture["nodes"] >= 50
+    timed = answers["timed"]
+    assert "pv" not in timed and all(set(m) == {"move", "visits", "prior", "proven"} for m in timed["moves"])
+
+
+def test_interleaved_ids_come_back_matched(tiny_checkpoint):
+    """One long search and many short ones in flight together: the short ones are answered first (out of
+    order), every answer carries its query's id and position."""
+    rng = random.Random(7)
+    queries = [{"id": "long", "moves": OPENING, "simulations": 3000}]
+    for k in range(30):
+        game = Game()
+        for _ in range(rng.randrange(12)):
+            game.play(rng.choice(game.legal_moves()))
+        queries.append({"id": k, "moves": [str(m) for m in game.moves], "simulations": rng.randrange(1, 12)})
+    queries.append({"id": "plies", "moves": OPENING, "analyze_plies": [4, 0, 2], "simulations": 8})
+    answers = run_engine(tiny_checkpoint, [json.dumps(q) for q in queries])
+    by_id: dict = {}
+    for a in answers:
+        assert "error" not in a, a
+        by_id.setdefault(a["id"], []).append(a)
+    for q in queries[:-1]:
+        (a,) = by_id[q["id"]]
+        assert a["fen"] == position_after(q["moves"]) and a["simulations"] == q["simulations"]
+    assert sorted(a["ply"] for a in by_id["plies"]) == [0, 2, 4]
+    for a in by_id["plies"]:
+        assert a["fen"] == position_after(OPENING[: a["ply"]])
+    assert answers[-1]["id"] == "long", "the long search should finish after the short ones"
+
+
+GARBAGE = [
+    ("not json at all", None, "not JSON"),
+    ('{"id": 1, "moves": ["11-15"', None, "not JSON"),
+    ("[1, 2, 3]", None, "a query is a JSON object"),
+    ('{"id": [1], "simulations": 4}', None, "id must be a string or an integer"),
+    ('{"id": "u", "simulatons": 4}', "u", "unknown field 'simulatons'"),
+    ('{"id": "f", "fen": "X:W1:B2"}', "f", "bad fen"),
+    ('{"id": "f2", "fen": 12}', "f2", "fen must be a string"),
+    ('{"id": "m", "moves": ["11-15", "11-15"]}', "m", "move 2: illegal move 11-15"),
+    ('{"id": "m2", "moves": "11-15"}', "m2", "moves must be a list"),
+    ('{"id": "s", "simulations": 0}', "s", "simulations must be an integer from 1"),
+    ('{"id": "s2", "simulations": true}', "s2", "simulations must be an integer"),
+    ('{"id": "t", "time": -1}', "t", "time must be a number of seconds above 0"),
+    ('{"id": "t2", "time": NaN}', "t2", "time must be a number"),
+    ('{"id": "n", "nodes": 99999999}', "n", "nodes must be an integer from 1 to 40000"),
+    ('{"id": "k", "top": 0}', "k", "top must be a positive integer"),
+    ('{"id": "p", "pv": "yes"}', "p", "pv must be true or false"),
+    ('{"id": "a", "moves": ["11-15"], "analyze_plies": [2]}', "a", "analyze_plies: 2 is not a ply"),
+    ('{"id": "a2", "analyze_plies": [0, 0]}', "a2", "lists ply 0 twice"),
+    ('{"id": "over", "fen": "B:WK1:B"}', "over", "the game is over"),
+    ('{"id": "q", "query": "ponder"}', "q", "unknown query 'ponder'"),
+    ('{"id": "st", "stop": false}', "st", "a stop request is"),
+    (b'{"id": "\xff\xfe"}', None, "not UTF-8"),
+    ("[" * 100_000, None, "not"),
+    ("x" * (1 << 20 | 7), None, "line longer than"),
+]
+
+
+def test_garbage_lines_get_error_answers_and_the_engine_keeps_serving(tiny_checkpoint):
+    lines = [line for line, _, _ in GARBAGE] + ["", "   ", json.dumps({"id": "after", "simulations": 2})]
+    answers = run_engine(tiny_checkpoint, lines)
+    assert len(answers) == len(GARBAGE) + 1  # blank lines get no answer
+    for (line, query_id, message), a in zip(GARBAGE, answers):
+        assert a["id"] == query_id, (line[:60], a)
+        assert message in a["error"], (line[:60], a)
+    assert answers[-1]["id"] == "after" and "error" not in answers[-1]
+
+
+def test_stop_answers_what_was_read_and_ignores_the_rest(tiny_checkpoint):
+    lines = [json.dumps({"id": k, "simulations": 50}) for k in range(5)]
+    lines += [json.dumps({"stop": True}), json.dumps({"id": "late", "simulations": 2})]
+    answers = run_engine(tiny_checkpoint, lines)
+    assert sorted(a["id"] for a in answers) == list(range(5))
+
+
+def _fuzzed_lines(count: int, seed: int) -> tuple[list[bytes], dict[str, int]]:
+    """Seeded garbage and near-misses, with valid queries mixed in; returns the lines and, for each valid
+    query's id, how many answers it must get."""
+    rng = random.Random(seed)
+    values = [None, True, False, -1, 0, 1, 2, 0.01, -0.5, 1e308, 10 ** 30, "", "11-15", "B:W21:B1", "x" * 50,
+              [], [1, "a"], {}, {"id": 1}, [[[[]]]]]
+    fields = ["id", "query", "fen", "moves", "simulations", "time", "nodes", "top", "pv", "wdl",
+              "analyze_plies", "bogus", "Simulations", ""]
+    lines: list[bytes] = []
+    expected: dict[str, int] = {}
+
+    def valid_query(k: int) -> dict:
+        game = Game()
+        for _ in range(rng.randrange(16)):
+            if game.outcome is not None:
+                break
+            game.play(rng.choice(game.legal_moves()))
+        query = {"id": f"v{k}", "moves": [str(m) for m in game.moves], "simulations": rng.randrange(1, 4),
+                 "top": rng.randrange(1, 4)}
+        if rng.random() < 0.2:
+            query["analyze_plies"] = rng.sample(range(game.ply + 1), min(3, game.ply + 1))
+        return query
+
+    for k in range(count):
+        kind = rng.random()
+        if kind < 0.15:
+            query = valid_query(k)
+            expected[query["id"]] = len(query.get("analyze_plies", [0]))
+            line = json.dumps(query).encode()
+        elif kind < 0.45:  # a valid query with fields replaced or removed (never its simulations)
+            query = valid_query(k)
+            query["id"] = rng.choice([f"m{k}", k, None, [k], 1.5])
+            for _ in range(rng.randrange(1, 3)):
+                name = rng.choice(fields)
+                if rng.random() < 0.3 and name != "simulations":
+                    query.pop(name, None)
+                else:
+                    query[name] = rng.choice(values)
+            line = json.dumps(query).encode()
+        elif kind < 0.6:  # a valid query cut short
+            text = json.dumps(valid_query(k)).encode()
+            line = text[: rng.randrange(len(text))]
+        elif kind < 0.8:  # random bytes
+            line = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 80))).replace(b"\n", b" ")
+        else:  # any JSON value, or a malformed stop request (a real one would end the session)
+            line = json.dumps(rng.choice(values + [{"stop": rng.choice(values[2:])}])).encode()
+        lines.append(line)
+    return lines, expected
+
+
+def test_the_engine_survives_ten_thousand_fuzzed_lines(tiny_checkpoint):
+    lines, expected = _fuzzed_lines(10_000, seed=15)
+    started = time.perf_counter()
+    answers = run_engine(tiny_checkpoint, lines, timeout=300)
+    assert time.perf_counter() - started < 120
+    counts: dict = {}
+    for a in answers:
+        assert isinstance(a, dict) and "id" in a
+        assert "internal error" not in a.get("error", ""), a
+        if isinstance(a["id"], str) and a["id"].startswith("v"):
+            assert "error" not in a, a
+            counts[a["id"]] = counts.get(a["id"], 0) + 1
+    assert counts == expected
+    assert len(answers) >= sum(1 for line in lines if line.strip()) - 1  # the odd blank line gets none
+
+
+# -------------------------------------------------------------------------------------------------- the API
+
+@pytest.fixture(scope="module")
+def api_engine(tiny_checkpoint):
+    return Engine(tiny_checkpoint, EngineSettings(slots=4, tree_nodes=50_000, default_simulations=8))
+
+
+def test_api_answers_as_the_protocol_does(api_engine, tiny_checkpoint):
+    query = {"id": 1, "moves": OPENING, "simulations": 24, "top": 4}
+    (over_the_wire,) = run_engine(tiny_checkpoint, [json.dumps(query)])
+    direct = api_engine.analyse(moves=OPENING, simulations=24, top=4)
+    assert direct.keys() == over_the_wire.keys()
+    for field in ("fen", "side", "move", "wdl", "score", "moves", "pv", "simulations"):
+        assert direct[field] == over_the_wire[field], field
+
+
+def test_api_limits_and_errors(api_engine, king_routes_fen):
+    started = time.perf_counter()
+    timed = api_engine.analyse(moves=OPENING, time=0.3)
+    assert 0.3 <= timed["seconds"] < 1.5 and time.perf_counter() - started < 3
+    assert api_engine.analyse(fen=king_routes_fen, nodes=40)["nodes"] >= 40
+    assert api_engine.analyse()["simulations"] == 8  # the default budget
+    plies = api_engine.analyse_plies(None, OPENING, [3, 1], simulations=4)
+    assert [a["ply"] for a in plies] == [3, 1]
+    with pytest.raises(QueryError, match="illegal move 12-19"):
+        api_engine.analyse(moves=["12-19"])
+    with pytest.raises(QueryError, match="time must be"):
+        api_engine.analyse(time=0)
+
+
+def test_answers_stream_many_queries_batched(api_engine):
+    queries = [{"id": k, "moves": OPENING[: k % 5], "simulations": 6} for k in range(20)] + [{"id": "bad", "top": -1}]
+    answers = list(api_engine.answers(queries))
+    assert sorted(a["id"] for a in answers if "error" not in a) == list(range(20))
+    assert [a["id"] for a in answers if "error" in a] == ["bad"]
+
+
+def test_proven_positions_are_answered_with_their_value(api_engine):
+    # A shot the solver proves long before the budget (the search stops there, not at the limit), and a
+    # 4-piece ending the database holds.
+    shot = api_engine.analyse("B:W14,15:B2,6,25", simulations=200_000)
+    assert shot["move"] == "6-10" and shot["proven"]["value"] == "win" and shot["proven"]["source"] == "search"
+    assert shot["simulations"] < 200_000
+    ending = api_engine.analyse("W:WK23,K28:B4,K20", simulations=50)
+    assert ending["move"] == "23-19"
+    assert ending["proven"] == {"value": "win", "plies": 61, "source": "database", "text": "database win in 61"}

@@ -1,0 +1,112 @@
+"""`checkers-zero review`: every move judged by the fall in expected score, written back as PDN."""
+
+from __future__ import annotations
+
+import pytest
+
+from play.cli import main
+from play.review import ReviewSettings, move_accuracy, plan, review_game
+from zero.game import RulesConfig
+from zero.pdn import PdnError, PdnGame, read_pdn, read_pdn_text
+
+GAMES = """[Event "a"]
+[Black "Ann"]
+[White "Bob"]
+[Result "1-0"]
+1. 11-15 24-20 2. 8-11 28-24 3. 9-13 22-18 4. 15x22 25x18 5. 4-8 26-22 1-0
+
+[Event "b"]
+[Result "*"]
+1. 11-15 23-19 2. 8-11 22-17 3. 9-13 17-14 4. 10x17 21x14 *
+
+"""
+BROKEN = """[Event "broken"]
+[Result "*"]
+1. 11-15 24-20 2. 15-11 *
+"""
+
+RULES = RulesConfig(max_plies=0)
+
+
+def test_review_writes_every_game_back_with_a_comment_per_move(tiny_checkpoint, tmp_path, capsys):
+    source = tmp_path / "games.pdn"
+    source.write_text(GAMES + BROKEN)
+    out = tmp_path / "reviewed.pdn"
+    code = main(["review", str(source), "--out", str(out), "--checkpoint", str(tiny_checkpoint), "--sims", "8",
+                 "--slots", "4", "--no-progress"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "2 games reviewed" in printed and "(20 positions" in printed
+    assert "skipped:     1" in printed and "game 3" in printed and "15-11" in printed
+    for player in ("Ann", "Bob", "Black", "White"):
+        assert player in printed
+    originals = list(read_pdn_text(GAMES))
+    reviewed = list(read_pdn(out))
+    assert [g.moves for g in reviewed] == [g.moves for g in originals]
+    assert [g.result for g in reviewed] == [g.result for g in originals]
+    text = " ".join(out.read_text().split())  # comments wrap across lines
+    assert text.count("{Black win") == sum(g.plies for g in originals)  # one evaluation per move
+    assert reviewed[0].tags["Annotator"].startswith("checkers-zero review (tiny, simulations 8")
+    assert "BlackAccuracy" in reviewed[0].tags
+
+
+def _answer(ply: int, black_to_move: bool, score: float, move: str, proven: str | None = None) -> dict:
+    draw = 0.0
+    return {"ply": ply, "side": "black" if black_to_move else "white", "move": move, "score": score,
+            "wdl": {"win": score, "draw": draw, "loss": 1 - score},
+            "proven": None if proven is None else {"value": proven, "plies": 3}}
+
+
+def _game(text: str) -> PdnGame:
+    (game,) = read_pdn_text(text)
+    assert not isinstance(game, PdnError)
+    return game
+
+
+def test_a_fall_in_expected_score_marks_mistakes_and_blunders():
+    # 11-15 keeps Black level; 24-20 throws White's half point away (White had 0.5, keeps 0.2);
+    # 8-11 costs Black 0.15 (0.8 -> 0.65); 28-24 is fine.
+    game = _game('[Result "*"]\n1. 11-15 24-20 2. 8-11 28-24 *\n')
+    scores = [0.5, 0.5, 0.8, 0.35, 0.65]  # for the side to move at each ply
+    best = ["11-15", "22-18", "9-13", "28-24", "4-8"]
+    p = plan(game, RULES)
+    answers = {ply: _answer(ply, ply % 2 == 0, s, best[ply]) for ply, s in enumerate(scores)}
+    review = review_game(p, answers, ReviewSettings(mistake=0.1, blunder=0.25))
+    assert [m.mark for m in review.moves] == ["", "??", "?", ""]
+    assert [round(m.fall, 2) for m in review.moves] == [0.0, 0.3, 0.15, 0.0]
+    assert "best 22-18" in review.moves[1].comment and "blunder" in review.moves[1].comment
+    assert "best" not in review.moves[0].comment and "best" not in review.moves[3].comment
+    # after 24-20 Black (to move) has 0.8: the comment gives Black's view
+    assert "Black win 80%" in review.moves[1].comment
+    # after 8-11 White is to move with 0.35: Black's view is 0.65
+    assert "Black win 65%" in review.moves[2].comment
+    assert review.accuracy(True) == pytest.approx((move_accuracy(0.0) + move_accuracy(0.15)) / 2)
+    assert review.accuracy(False) == pytest.approx((move_accuracy(0.3) + move_accuracy(0.0)) / 2)
+
+
+def test_proven_values_replace_the_estimate_and_forced_moves_are_not_judged():
+    # White's 24-19 is answered by the forced 15x24 (Black's only move).
+    game = _game('[Result "*"]\n1. 11-15 24-19 2. 15x24 *\n')
+    p = plan(game, RULES)
+    assert [len(pos.legal_moves()) for pos in p.replay.positions[:3]][2] == 1
+    answers = {0: _answer(0, True, 0.5, "11-15"), 1: _answer(1, False, 0.5, "22-18"),
+               2: _answer(2, True, 0.5, "15x24", proven="win"), 3: _answer(3, False, 0.9, "28x19", proven="loss")}
+    review = review_game(p, answers, ReviewSettings())
+    # 24-19 left Black a proven win: White falls from 0.5 to 0
+    assert review.moves[1].mark == "??" and review.moves[1].fall == pytest.approx(0.5)
+    assert "Black: proven win in 3 plies" in review.moves[1].comment
+    assert review.moves[2].forced and review.moves[2].mark == "" and review.judged(True) == [review.moves[0]]
+
+
+def test_a_game_ended_by_the_rules_is_scored_exactly_there():
+    # Kings shuffle until the position repeats a third time; the players went on for one more move.
+    moves = "1. 32-27 5-1 2. 27-32 1-5 3. 32-27 5-1 4. 27-32 1-5 5. 32-27"
+    game = _game(f'[FEN "B:WK5:BK32"]\n[Result "1/2-1/2"]\n{moves} 1/2-1/2\n')
+    p = plan(game, RULES)
+    assert p.replay.ply == 8 and p.plies == list(range(8))
+    answers = {ply: _answer(ply, ply % 2 == 0, 0.5, "x") for ply in p.plies}
+    review = review_game(p, answers, ReviewSettings())
+    assert review.ended_by_rule is not None
+    assert "draw by threefold repetition" in review.moves[7].comment
+    assert "the game went on after this" in review.moves[7].comment
+    assert review.moves[8].fall is None and review.moves[8].comment == ""
