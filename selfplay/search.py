@@ -38,6 +38,10 @@ class SearchConfig:
     leaves_per_tree: int = 2  # leaves per tree per network batch (virtual loss spreads them)
     tree_capacity: int = 0  # nodes per tree (a full tree ends its search early); 0 = sized by nodes_per_tree
     reuse_tree: bool = True  # keep the played move's subtree for the next search
+    # Positions an endgame database holds as exact leaves below the root, when the search is given one.
+    # Off by default: at 0.1 s a move it measured -44 Elo (-67 .. -21) against the same player without
+    # (benchmarks/RESULTS.md); a database at the root (exact play in its positions) is used regardless.
+    database_leaves: bool = False
 
     def validate(self) -> None:
         if self.leaves_per_tree < 1:
@@ -118,7 +122,8 @@ class BatchedSearch:
     def __init__(self, games: int, config: SearchConfig | None = None, rules: RulesConfig | None = None, *,
                  simulations: int = 0, capacity: int = 0, egdb: Egdb | None = None):
         """`simulations`: the largest search it will run (sizes the node pools), unless `capacity` says
-        how many nodes a tree holds. With `egdb`, positions it holds are exact leaves below the root."""
+        how many nodes a tree holds. With `egdb` and `config.database_leaves`, positions it holds are exact
+        leaves below the root."""
         self.config = config or SearchConfig()
         self.config.validate()
         if not (simulations or capacity):
@@ -138,7 +143,7 @@ class BatchedSearch:
         self._priors = np.zeros(movegen.MAX_MOVES, dtype=np.float64)
         self._new_index = np.zeros(self.forest.links.shape[1], dtype=np.int32)
         self._noise: dict[int, RootNoise] = {}
-        self._tables = egdb.tables if egdb is not None else no_tables()
+        self._tables = egdb.tables if egdb is not None and self.config.database_leaves else no_tables()
         self.times = StageTimes()
 
     # -- tree set-up ----------------------------------------------------------------------------------

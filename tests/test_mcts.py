@@ -445,7 +445,7 @@ def test_database_positions_are_exact_leaves(four_pieces):
     # below the root is an exact leaf: the win is proven at once, with the database's distance, and played.
     game = Game(fen_to_position("W:WK23,K28:B4,K20"))
     evaluator = _CountingEvaluator(UniformEvaluator())
-    analysis = analyse(game, evaluator, 1000, egdb=four_pieces)
+    analysis = analyse(game, evaluator, 1000, SearchConfig(database_leaves=True), egdb=four_pieces)
     assert analysis.proven == Proven(1, 61)
     assert str(best_move(analysis)) == "23-19"
     assert evaluator.positions == 1  # the root alone went to the network
@@ -460,10 +460,24 @@ def test_key_endings_keep_their_value_with_the_database(four_pieces):
         game = Game(fen_to_position(row["fen"]))
         if game.position.piece_count() > 5:
             continue
-        analysis = analyse(game, MaterialEvaluator(), 3000, egdb=four_pieces)
+        analysis = analyse(game, MaterialEvaluator(), 3000, SearchConfig(database_leaves=True), egdb=four_pieces)
         want = row["value_for_side_to_move"]
         got = _solved_moves(row)[str(best_move(analysis))][0]
         if game.position.piece_count() <= 4:
             assert got == want and analysis.proven is not None, row["name"]
         else:
             assert got == want or want == "loss", row["name"]
+
+
+def test_database_leaves_are_a_setting(four_pieces):
+    # Given a database without database_leaves, the search is the one without a database (the database
+    # then serves at the root only, through GameSearch).
+    game = Game(fen_to_position("W:WK23,K28:B4,K20"))
+    plain = analyse(game, HashEvaluator(seed=2), 300)
+    unused = analyse(game, HashEvaluator(seed=2), 300, egdb=four_pieces)
+    assert [(str(s.move), s.visits) for s in plain.moves] == [(str(s.move), s.visits) for s in unused.moves]
+    # At the root, GameSearch plays the database's best move whatever the search found.
+    from selfplay.analysis import GameSearch
+
+    at_root = GameSearch(HashEvaluator(seed=2), egdb=four_pieces).analyse(game, simulations=30)
+    assert str(best_move(at_root)) == "23-19" and str(at_root.proven) == "database win in 61"

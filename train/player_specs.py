@@ -79,7 +79,8 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         if seconds is not None:  # (a checkpoint whose name starts with t is no time: t1.pt is no number)
             # Its games are played one at a time, so its search fills its own batches and remembers the
             # positions it evaluated, as the engine of `play` does.
-            config = dataclasses.replace(search or SearchConfig(), leaves_per_tree=SINGLE_GAME_LEAVES)
+            config = dataclasses.replace(search or SearchConfig(), leaves_per_tree=SINGLE_GAME_LEAVES,
+                                         database_leaves=egdb is not None)
             return NetworkPlayer(f"mcts:{net or 'default'}:t{seconds:g}{':db' if egdb else ''}",
                                  CachedEvaluator(_evaluator(net, None)), MAX_TIMED_SIMULATIONS, config,
                                  seconds=seconds, egdb=egdb)
@@ -89,7 +90,8 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         if simulations < 1:
             raise PlayerSpecError(f"mcts needs at least 1 simulation, got {spec!r}")
         return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}{':db' if egdb else ''}", _evaluator(net, None),
-                             simulations, search or SearchConfig(), egdb=egdb)
+                             simulations, dataclasses.replace(search or SearchConfig(), database_leaves=egdb is not None),
+                             egdb=egdb)
     raise PlayerSpecError(f"unknown player {spec!r}; players: {SPEC_HELP}")
 
 
