@@ -215,7 +215,9 @@ def test_the_engine_survives_ten_thousand_fuzzed_lines(tiny_checkpoint):
 
 @pytest.fixture(scope="module")
 def api_engine(tiny_checkpoint):
-    return Engine(tiny_checkpoint, EngineSettings(slots=4, tree_nodes=50_000, default_simulations=8))
+    # A tree that the tiny network cannot fill within the 0.3 s search below on a fast machine (a full
+    # tree ends a search before its time; ~130 bytes a node, touched only as the tree grows).
+    return Engine(tiny_checkpoint, EngineSettings(slots=4, tree_nodes=1_000_000, default_simulations=8))
 
 
 def test_api_answers_as_the_protocol_does(api_engine, tiny_checkpoint):
