@@ -106,6 +106,7 @@ class HumanGame:
             Termination.MAX_LENGTH: "maximum game length",
             Termination.RESIGNATION: "resignation",
             Termination.AGREEMENT: "agreement",
+            Termination.DATABASE: "endgame database",
         }[outcome.termination]
         if outcome.winner == 0:
             return f"draw by {how} ({outcome.pdn_result})"

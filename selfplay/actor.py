@@ -10,7 +10,8 @@ selfplay command and the loop's supervisor can spawn it). It
   mixes Dirichlet noise into full searches' roots, samples by visits at the opening temperature, plays a
   single legal move without search, resigns below the threshold except in the play-through share of
   games (where it records who would have resigned, to measure wrong resignations), ends games at
-  the rules' max_plies as draws flagged max-length;
+  the rules' max_plies as draws flagged max-length, and, with `database_adjudication`, ends a game at its
+  first endgame-database position with the database's value (termination "database");
 * uses the run's current best checkpoint (its best-network pointer, zero.rundir, kept by the gatekeeper;
   the shipped checkpoint before there is one) and switches between games: when a newer best appears, new
   games start with it while the games in flight finish with the network they began with (two network
@@ -63,6 +64,11 @@ class SelfPlayConfig:
     resign_threshold: float = -0.9  # resign when the root value for the side to move falls below this
     resign_min_ply: int = 20  # no resignation before this ply
     resign_playthrough: float = 0.1  # share of games that never resign, to measure wrong resignations
+    # End a game at its first position in the endgame database (the largest built; the 4-piece one is built
+    # on first use), with the database's value. Off by default: the moves played there are policy targets
+    # and the solved-endgame mistake rate in `replay stats` shows whether the network learns endgames
+    # (the trainer's value targets for those positions are exact either way: trainer.database_targets).
+    database_adjudication: bool = False
     device: str = "cpu"  # "cpu", "cuda" or "auto" (CUDA when torch sees a GPU)
     torch_threads: int = 1  # CPU threads per actor for inference
     checkpoint_poll_seconds: float = 30.0  # how often to look for a newer best checkpoint
@@ -231,6 +237,11 @@ class Actor:
         self._started_games = 0
         self._first_index = 0  # the first seed index no committed game of this actor has used
         self._openings = load_ballot(config.openings)
+        self._egdb = None
+        if config.database_adjudication:
+            from zero.egdb_build import largest_available
+
+            self._egdb = largest_available()
 
     # -- set-up --------------------------------------------------------------------------------------
     def _load_network(self, info: CheckpointInfo):
@@ -292,6 +303,12 @@ class Actor:
         game = slot.game
         cfg = self.config
         while True:
+            # Not at ply 0: a game that begins inside the database (an odd ballot) still gets one row.
+            if game.outcome is None and self._egdb is not None and game.ply > 0 and \
+                    game.position.piece_count() <= self._egdb.max_pieces:
+                value = self._egdb.probe(game.position).value
+                side = 1 if game.position.black_to_move else -1
+                game.finish(side * value, Termination.DATABASE)  # value: +1 win, 0 draw, -1 loss for the mover
             if game.outcome is not None:
                 self._finish_game(gen, g)
                 return

@@ -1,8 +1,8 @@
 """`checkers-zero replay ...`: look into a run's replay store.
 
 `replay stats --run DIR` summarises the committed games: counts, results, lengths, how games ended,
-resignations (and how often a resignation would have been wrong, from the games played on past one), and
-positions per checkpoint. `replay export --run DIR --out FILE.pdn` writes every committed game as PDN.
+resignations (and how often a resignation would have been wrong, from the games played on past one),
+positions per checkpoint, and the solved-endgame mistake rate overall and per checkpoint (zero.endgame_judge). `replay export --run DIR --out FILE.pdn` writes every committed game as PDN.
 `replay check --run DIR` verifies the store (every committed row readable, counts consistent, no duplicate
 games) and names every damaged file; it exits 1 when it finds a problem.
 """
@@ -24,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            description="Summarise the committed games of a run's replay store.")
     stats.add_argument("--run", required=True, type=Path, metavar="DIR", help="run directory (holds replay.zarr)")
     stats.add_argument("--json", action="store_true", help="print the figures as JSON instead of text")
+    stats.add_argument("--no-endgame-judge", action="store_true",
+                       help="leave out the solved-endgame mistake rate (moves judged against the largest endgame "
+                            "database built; the 4-piece one is built on first use, in seconds)")
     export = sub.add_parser("export", help="write every committed game as PDN",
                             description="Write every committed game of a run's replay store to one PDN file.")
     export.add_argument("--run", required=True, type=Path, metavar="DIR", help="run directory (holds replay.zarr)")
@@ -52,7 +55,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.replay_command == "stats":
-        figures = replay_stats(reader)
+        egdb = None
+        if not args.no_endgame_judge:
+            from zero.egdb_build import largest_available
+
+            egdb = largest_available()
+        figures = replay_stats(reader, egdb)
         print(json.dumps(figures, indent=2) if args.json else format_stats(figures, args.run))
         return 0
     if args.replay_command == "export":
@@ -68,8 +76,12 @@ def _percentile(sorted_values: list[int], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
 
 
-def replay_stats(reader) -> dict:
-    """Figures over all committed games (read from the per-game table only; positions are not read)."""
+def replay_stats(reader, egdb=None) -> dict:
+    """Figures over all committed games (read from the per-game table only; positions are not read); with
+    an endgame database (zero.egdb.Egdb), each game's moves are judged against it from its PDN text."""
+    from zero.endgame_judge import EndgameMistakes, judge_game
+    from zero.pdn import PdnGame, read_pdn_text
+
     lengths: list[int] = []
     results: Counter[int] = Counter()
     terminations: Counter[str] = Counter()
@@ -78,6 +90,8 @@ def replay_stats(reader) -> dict:
     played_on = wrong = 0
     seen: set[tuple[int, int, str]] = set()
     duplicate_games = duplicate_positions = 0
+    endgame = EndgameMistakes()
+    endgame_per_checkpoint: dict[tuple[int, str], EndgameMistakes] = {}
     for game in reader.iter_games():
         # A replayed seed of an actor plays the same game again: the same seed and record, twice.
         key = (game.actor_id, game.seed, game.pdn)
@@ -95,6 +109,15 @@ def replay_stats(reader) -> dict:
         per_checkpoint.setdefault(key, [0, 0])
         per_checkpoint[key][0] += 1
         per_checkpoint[key][1] += game.length
+        if egdb is not None:
+            (replayed,) = read_pdn_text(game.pdn)
+            if not isinstance(replayed, PdnGame):
+                raise ValueError(f"game {game.game_id} of actor {game.actor_id}: its PDN does not replay: {replayed}")
+            mistakes = endgame_per_checkpoint.setdefault(key, EndgameMistakes())
+            # Both sides are the same network in self-play.
+            for side in judge_game(egdb, replayed.start, replayed.moves):
+                mistakes += side
+                endgame += side
         if game.would_resign_side and game.termination != "resignation":
             # Played on past the point where this side would have resigned: the resignation was wrong
             # unless that side went on to lose.
@@ -122,14 +145,20 @@ def replay_stats(reader) -> dict:
         "played_on_past_resignation": played_on,
         "wrong_resignations": wrong,
         "wrong_resignation_rate": wrong / played_on if played_on else None,
+        "endgame": None if egdb is None else {"pieces": egdb.max_pieces, "moves": endgame.moves,
+                                               "mistakes": endgame.mistakes, "rate": endgame.rate},
         "checkpoints": [
             {"model_version": version, "checkpoint": name, "games": g, "positions": p}
+            | ({} if egdb is None else {"endgame_moves": endgame_per_checkpoint[version, name].moves,
+                                        "endgame_mistakes": endgame_per_checkpoint[version, name].mistakes})
             for (version, name), (g, p) in sorted(per_checkpoint.items())
         ],
     }
 
 
 def format_stats(figures: dict, run_dir: Path) -> str:
+    from zero.endgame_judge import EndgameMistakes
+
     games = figures["games"]
 
     def share(count: int) -> str:
@@ -158,10 +187,18 @@ def format_stats(figures: dict, run_dir: Path) -> str:
         + (f"{figures['wrong_resignations']} of them not lost: wrong-resignation rate {100 * rate:.1f}%"
            if rate is not None else "no wrong-resignation rate yet")
     )
+    endgame = figures["endgame"]
+    if endgame is not None:
+        judged = EndgameMistakes(endgame["moves"], endgame["mistakes"])
+        lines.append(f"  solved-endgame mistakes ({endgame['pieces']}-piece database): {judged} "
+                     "(moves with a choice that gave up a database win or draw)")
     lines.append("  positions per checkpoint:")
-    lines.append(f"    {'version':>8}  {'games':>8}  {'positions':>10}  checkpoint")
+    lines.append(f"    {'version':>8}  {'games':>8}  {'positions':>10}  {'endgame mistakes':<32}  checkpoint")
     for row in figures["checkpoints"]:
-        lines.append(f"    {row['model_version']:>8}  {row['games']:>8}  {row['positions']:>10}  {row['checkpoint']}")
+        judged = (str(EndgameMistakes(row["endgame_moves"], row["endgame_mistakes"])) if endgame is not None
+                  else "not judged")
+        lines.append(f"    {row['model_version']:>8}  {row['games']:>8}  {row['positions']:>10}  {judged:<32}  "
+                     f"{row['checkpoint']}")
     return "\n".join(lines)
 
 

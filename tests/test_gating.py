@@ -63,6 +63,8 @@ def test_a_stop_during_the_rating_phase_counts_nothing_twice(setup):
         rated = table.results["|".join(sorted(("candidate-0000200", spec)))]
         assert sum(rated) == cfg.rating_games, spec
     assert len(table.recorded) == len(set(table.recorded)) == 3
+    # Every recorded match's endgame moves were judged against the database, for both of its players.
+    assert set(table.endgame) == {"candidate-0000200", "candidate-0000100", *cfg.rating_yardsticks}
     assert [e["candidate"] for e in read_gating_log(run.root)] == [str(candidate)]
 
 

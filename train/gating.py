@@ -12,6 +12,7 @@ candidate. A match's games enter the ratings once, when it is decided, keyed by 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -30,6 +31,8 @@ from train.ratings import YARDSTICKS, PlayerInfo, RatingsTable
 from train.sprt import PairSprt, SprtConfig
 from zero.checkpoint import load_checkpoint
 from zero.config import atomic_write_bytes
+from zero.egdb import Egdb
+from zero.egdb_build import largest_available
 from zero.game import RulesConfig
 from zero.inference import Evaluator
 from zero.rundir import RunDir
@@ -57,6 +60,9 @@ class GatingConfig:
     device: str = "auto"  # "auto", "cpu" or "cuda"
     torch_threads: int = 1  # CPU threads for the networks (the other cores belong to actors and trainer)
     seed: int = 7
+    # Judge the endgame moves of every recorded match against the endgame database: each player's
+    # solved-endgame mistake rate in the ratings table (zero.endgame_judge).
+    judge_endgames: bool = True
 
 
 def read_gating_log(run_dir: Path) -> list[dict]:
@@ -163,8 +169,15 @@ class Gatekeeper:
         table = self._ratings()
         for info in players:
             table.add_player(info)
-        if table.record_match(name, a, b, result.wins, result.draws, result.losses):
+        endgame = dict(zip((a, b), result.endgame_mistakes(self.egdb))) if self.egdb is not None else None
+        if table.record_match(name, a, b, result.wins, result.draws, result.losses, endgame):
             table.save(self.ratings_path)
+
+    @functools.cached_property
+    def egdb(self) -> Egdb | None:
+        """The database that judges every recorded game's endgame moves (the largest built; the 4-piece one
+        is built on first use)."""
+        return largest_available() if self.cfg.judge_endgames else None
 
     def rate(self, checkpoint: Path, step: int) -> None:
         """Rating games of a checkpoint against the yardsticks (each match recorded as it ends)."""

@@ -9,7 +9,8 @@ A sample is a position (compact board masks and draw-rule counters) with a targe
 - value: the game's result for the side to move (win, draw, loss);
 - moves left: the plies from the position to the end of its game;
 and a weight per head and sample. A forced move or a fast playout-cap search carries no policy target
-(weight 0), and a source that knows nothing of a head (a database value, say) gives it weight 0.
+(weight 0), and a source that knows nothing of a head gives it weight 0. Positions an endgame database
+holds can have their value target replaced by the exact value (Samples.with_database_values).
 
 Each head's loss is the weighted mean over the batch, and the step minimises the sum of the heads' losses
 times HeadWeights. The whole batch, whatever its sources, goes through the network in one forward pass,
@@ -18,6 +19,7 @@ so batch normalisation sees the mixed batch the network is later asked about.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, fields
 
@@ -25,6 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from zero.egdb import UNKNOWN, Egdb
 from zero.encoding import NUM_ACTIONS, NUM_PLANES, encode_batch, legal_mask_batch
 
 # The moves-left loss compares prediction / scale with target / scale (a smooth L1 in units of 50 plies),
@@ -126,6 +129,17 @@ class Samples:
                 values = [np.pad(v, ((0, 0), (0, width - v.shape[1])), constant_values=fill) for v in values]
             columns[f.name] = np.concatenate(values)
         return cls(**columns)
+
+    def with_database_values(self, egdb: Egdb) -> tuple["Samples", int]:
+        """These samples with the value target of every position the endgame database holds replaced by its
+        exact value (a game's result says only how that one game went on from there), and how many there were."""
+        values = egdb.values(self.black, self.white, self.kings, self.black_to_move)
+        held = values != UNKNOWN
+        wdl = np.array(self.wdl, np.int64)
+        wdl[held] = 1 - values[held]  # WIN +1 -> 0, DRAW 0 -> 1, LOSS -1 -> 2
+        value_weight = np.array(self.value_weight, np.float32)
+        value_weight[held] = 1.0
+        return dataclasses.replace(self, wdl=wdl, value_weight=value_weight), int(held.sum())
 
     def to_batch(self, device: torch.device) -> "Batch":
         """The network inputs and dense targets of these samples, on `device` (the one batch builder)."""

@@ -36,6 +36,7 @@ import numpy as np
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, SearchConfig
 from zero.egdb import Egdb
+from zero.endgame_judge import EndgameMistakes, judge_game
 from zero.game import Game, Move, Outcome, RulesConfig, Termination
 from zero.openings import Opening
 from zero.players import Player
@@ -230,6 +231,15 @@ class MatchResult:
     def pdn(self) -> str:
         """Every game as PDN, the event naming both players."""
         return "\n".join(g.pdn(event=f"{self.a} vs {self.b}") for g in self.games)
+
+    def endgame_mistakes(self, egdb: Egdb) -> tuple[EndgameMistakes, EndgameMistakes]:
+        """A's and B's moves judged against the endgame database, and their mistakes (zero.endgame_judge)."""
+        a, b = EndgameMistakes(), EndgameMistakes()
+        for game, a_black in zip(self.games, self.a_is_black):
+            black, white = judge_game(egdb, game.opening.start, game.moves)
+            a += black if a_black else white
+            b += white if a_black else black
+        return a, b
 
     def pentanomial(self) -> list[int]:
         """How many complete pairs gave A 0, 1/2, 1, 3/2 and 2 points."""

@@ -2,7 +2,8 @@
 
 Network players (`mcts:`) search as in gating (GatingConfig's search settings) and play all their games in
 lockstep, so a whole ballot of them is practical on a CPU; the summary gives the score, the Elo difference
-with its 95 % interval and the pentanomial counts of the game pairs that gating uses.
+with its 95 % interval, the pentanomial counts of the game pairs that gating uses, and each player's
+solved-endgame mistake rate (zero.endgame_judge).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-plies", type=int, default=RulesConfig.max_plies,
                    help=f"stop a game at this many plies as a flagged draw (default {RulesConfig.max_plies})")
     p.add_argument("--event", default=None, help="PDN Event tag (default 'A vs B')")
+    p.add_argument("--no-endgame-judge", action="store_true",
+                   help="leave out each player's solved-endgame mistake rate (moves judged against the largest "
+                        "endgame database built; the 4-piece one is built on first use, in seconds)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,6 +68,13 @@ def run(args: argparse.Namespace) -> int:
         if out is not None:
             out.close()
     print(result.summary())
+    if not args.no_endgame_judge and result.games:
+        from zero.egdb_build import largest_available
+
+        egdb = largest_available()
+        mistakes_a, mistakes_b = result.endgame_mistakes(egdb)
+        print(f"solved-endgame mistakes ({egdb.max_pieces}-piece database): {a.name}: {mistakes_a}; "
+              f"{b.name}: {mistakes_b}")
     if args.out:
         print(f"games written to {args.out}")
     return 0

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from zero.config import atomic_write_bytes
+from zero.endgame_judge import EndgameMistakes
 
 ANCHOR = "random"
 REFERENCE = "alphabeta:4"
@@ -60,6 +61,9 @@ class RatingsTable:
     # Keys of the matches whose results are in `results`: a match replayed after an interruption is
     # recognised by its key and not counted again.
     recorded: list[str] = field(default_factory=list)
+    # Per player: moves judged against the endgame database in its recorded games, and its mistakes
+    # (zero.endgame_judge), added with the match's results and so counted once too.
+    endgame: dict[str, EndgameMistakes] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> "RatingsTable":
@@ -70,13 +74,14 @@ class RatingsTable:
             players = {k: PlayerInfo(**v) for k, v in data["players"].items()}
             results = {k: [int(x) for x in v] for k, v in data["results"].items()}
             recorded = [str(k) for k in data.get("recorded", [])]
+            endgame = {k: EndgameMistakes.from_json(v) for k, v in data.get("endgame", {}).items()}
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"ratings file {path} is damaged: {exc}") from exc
-        return cls(players, results, recorded)
+        return cls(players, results, recorded, endgame)
 
     def save(self, path: Path) -> None:
         data = {"players": {k: vars(v) for k, v in self.players.items()}, "results": self.results,
-                "recorded": self.recorded}
+                "recorded": self.recorded, "endgame": {k: v.to_json() for k, v in self.endgame.items()}}
         atomic_write_bytes(path, json.dumps(data, indent=1, sort_keys=True).encode())
 
     def add_player(self, info: PlayerInfo) -> None:
@@ -96,11 +101,16 @@ class RatingsTable:
         row[1] += draws
         row[2] += losses
 
-    def record_match(self, key: str, a: str, b: str, wins: int, draws: int, losses: int) -> bool:
-        """Add a match's results once: False (and nothing added) when a match with this key is recorded."""
+    def record_match(self, key: str, a: str, b: str, wins: int, draws: int, losses: int,
+                     endgame: dict[str, EndgameMistakes] | None = None) -> bool:
+        """Add a match's results (and its players' endgame mistakes) once: False, and nothing added, when a
+        match with this key is recorded."""
         if key in self.recorded:
             return False
         self.add_results(a, b, wins, draws, losses)
+        for name, mistakes in (endgame or {}).items():
+            total = self.endgame.setdefault(name, EndgameMistakes())
+            total += mistakes  # in place: the table's entry
         self.recorded.append(key)
         return True
 
@@ -181,13 +191,15 @@ def _connected_to(start: int, n: int, pairs: list[tuple[int, int, float, int]]) 
 def format_table(table: RatingsTable) -> str:
     ratings = table.fit()
     lines = [f"{'player':<40} {'kind':<10} {'step':>8} {'Elo':>8} {'±95%':>7} {'±95% vs ' + REFERENCE:>20} "
-             f"{'games':>6}"]
+             f"{'games':>6}  solved-endgame mistakes"]
     for name, rating in sorted(ratings.items(), key=lambda kv: (-(kv[1].elo if not math.isnan(kv[1].elo) else -1e9))):
         info = table.players[name]
         step = "" if info.step is None else str(info.step)
         elo = "n/a" if math.isnan(rating.elo) else f"{rating.elo:8.0f}"
         ci, ci_ref = ("inf" if math.isinf(c) else f"{c:.0f}" for c in (rating.ci95, rating.ci95_ref))
-        lines.append(f"{name:<40} {info.kind:<10} {step:>8} {elo:>8} {ci:>7} {ci_ref:>20} {rating.games:>6}")
+        endgame = table.endgame.get(name, EndgameMistakes())
+        lines.append(f"{name:<40} {info.kind:<10} {step:>8} {elo:>8} {ci:>7} {ci_ref:>20} {rating.games:>6}  "
+                     f"{endgame}")
     return "\n".join(lines)
 
 

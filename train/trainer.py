@@ -57,6 +57,9 @@ class TrainerConfig:
     device: str = "auto"
     torch_threads: int = 1  # CPU threads for training: actors and the gatekeeper need the other cores
     compile: bool = False  # torch.compile the network (CUDA)
+    # Value targets of positions the endgame database holds (the largest built; the 4-piece one is built on
+    # first use) are its exact values instead of the game's result.
+    database_targets: bool = True
     seed: int = 1
 
     def validate(self) -> None:
@@ -135,6 +138,11 @@ class Trainer:
         self.expert = open_dataset(expert) if expert else None
         self.expert_rows = self.expert.rows("train") if self.expert else None
         self.expert_rng = np.random.default_rng([cfg.seed, 99])
+        self.egdb = None
+        if cfg.database_targets:
+            from zero.egdb_build import largest_available
+
+            self.egdb = largest_available()
         self.stopping = False
         log.info("trainer %s from %s at step %d (%d samples drawn) on %s",
                  "resumed" if resumed else "started", start, self.step, self.samples_drawn, self.device)
@@ -160,11 +168,15 @@ class Trainer:
         if n_expert:
             rows = np.sort(self.expert_rng.choice(self.expert_rows, size=n_expert))
             parts.append(self.expert.samples(rows))
-        metrics = self.learner.step(Samples.concat(parts), cfg.optim.lr)
+        samples, exact = Samples.concat(parts), 0
+        if self.egdb is not None:
+            samples, exact = samples.with_database_values(self.egdb)
+        metrics = self.learner.step(samples, cfg.optim.lr)
         self.step += 1
         self.samples_drawn += n_self
         metrics["window"] = float(window_size(cfg, committed))
         metrics["expert_share"] = n_expert / cfg.batch_size
+        metrics["database_share"] = exact / cfg.batch_size  # value targets the database made exact
         return metrics
 
     def save(self, candidate: bool) -> Path:

@@ -193,6 +193,13 @@ def probe(t, black, white, kings, black_to_move):
     return decode(probe_code(t, black, white, kings, black_to_move))
 
 
+@njit(cache=True)
+def probe_values(t, black, white, kings, black_to_move, out):
+    """probe's value for each of many positions (arrays of one length) into out: UNKNOWN where not held."""
+    for i in range(len(black)):
+        out[i] = probe(t, black[i], white[i], kings[i], black_to_move[i])[0]
+
+
 # ---- layout: slices, configurations and offsets --------------------------------------------------------
 
 
@@ -404,6 +411,14 @@ class Egdb:
         value, distance = probe(self.tables, position.black, position.white, position.kings,
                                 position.black_to_move)
         return Probe(int(value), int(distance))
+
+    def values(self, black: np.ndarray, white: np.ndarray, kings: np.ndarray,
+               black_to_move: np.ndarray) -> np.ndarray:
+        """Value for the side to move (int8: LOSS, DRAW, WIN, or UNKNOWN where not held) of many positions."""
+        out = np.empty(len(black), np.int8)
+        probe_values(self.tables, np.asarray(black, np.int64), np.asarray(white, np.int64),
+                     np.asarray(kings, np.int64), np.asarray(black_to_move, np.bool_), out)
+        return out
 
     def move_values(self, position: Position) -> list[tuple[Move, Probe]]:
         """Each legal move with its value for the mover: the child's answer turned round, one ply longer."""

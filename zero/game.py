@@ -126,6 +126,7 @@ class Termination(str, Enum):
     MAX_LENGTH = "max-length"  # RulesConfig.max_plies reached: a draw, flagged as cut short
     RESIGNATION = "resignation"
     AGREEMENT = "agreement"
+    DATABASE = "database"  # self-play adjudicated at its first endgame-database position, by the database's value
 
 
 @dataclass(frozen=True)
