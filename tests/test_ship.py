@@ -163,8 +163,9 @@ def test_loop_from_a_run_with_its_replay_records_the_source(tmp_path, source_run
     assert run.initial_checkpoints()[0].read_bytes() == best.path.read_bytes()  # it starts from the source's best
     assert load_checkpoint(run.trainer_state).step >= 9
     # A resume may not change what the run took at its first start.
-    refused = subprocess.run(command[:-4] + ["--set", "take_replay=false"], capture_output=True, text=True,
-                             env=env, timeout=120)
+    resume = [word for word in command[:-4] if word != "--take-replay"]
+    refused = subprocess.run(resume + ["--set", "take_replay=false"], capture_output=True, text=True, env=env,
+                             timeout=120)
     assert refused.returncode == 2 and "take_replay" in refused.stderr
 
 
@@ -307,3 +308,15 @@ def test_the_shipped_network_in_half_precision_picks_the_same_moves(tmp_path):
         differ += not same
     assert clear > 0.95 * len(legal) and differ <= 0.001 * len(legal)
     assert np.abs(wdl32 - wdl16).max() < 0.01
+
+
+def test_the_ship_command_reports_a_quick_look_and_leaves_the_shipped_network(tmp_path, ballot, capsys):
+    from play.cli import main
+
+    before = DEFAULT_CHECKPOINT.read_bytes()
+    candidate = tiny_checkpoint(tmp_path / "candidate.pt", 3)
+    assert main(["ship", str(candidate), "--games", "2", "--simulations", "2", "--set", f"openings={json.dumps(ballot)}"]) == 1
+    assert "quick look of 2 games" in capsys.readouterr().out
+    assert DEFAULT_CHECKPOINT.read_bytes() == before
+    assert main(["ship", str(tmp_path / "absent.pt")]) == 2
+    assert "no such checkpoint" in capsys.readouterr().err

@@ -190,7 +190,9 @@ def _run_section(summary: dict) -> list[str]:
     continued = summary["continued_from"]
     if continued:
         copied, trainer = continued["copied"], continued["trainer_state"]
-        lines.append(f"- Continued `{continued['source']}` (best then: {continued['source_best']}): took "
+        best = continued["source_best"]
+        then = f"`{best['name']}`, step {best['step']:,}" if best else "no best network"
+        lines.append(f"- Continued `{continued['source']}` (its best then: {then}): took "
                      f"{copied['games']:,} games ({copied['positions']:,} positions) of its newest "
                      f"{copied['window']:,}, and its trainer state at step {trainer['step']:,}.")
     if summary["config"]:
