@@ -19,13 +19,13 @@ import torch
 from selfplay.random_records import random_game_record
 from selfplay.replay_buffer import COPIED_GAMES_ACTOR_ID, ReplayReader, ReplayWriter, check_store
 from train.learning import OptimConfig
-from train.lineage import LineageError, continue_run, file_sha256
+from train.lineage import LineageError, continue_run
 from train.loop import LoopConfig, run_initial_checkpoint
 from train.ship import ShipConfig, head_to_head, install, ship
 from train.trainer import Trainer, TrainerConfig, window_size
 from training_data import TINY
 from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, save_checkpoint, weights_sha256
-from zero.config import save_config, write_run_record
+from zero.config import file_sha256, save_config, write_run_record
 from zero.data import data_file
 from zero.encoding import encode_game, move_action
 from zero.game import Game

@@ -10,7 +10,6 @@ written to the new run's `continued-from.json`, so the chain stays readable wher
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -22,7 +21,7 @@ from selfplay.replay_cli import replay_stats
 from train.gating import read_gating_log
 from train.trainer import TrainerConfig, window_size
 from zero.checkpoint import load_checkpoint, save_checkpoint
-from zero.config import atomic_write_bytes
+from zero.config import atomic_write_bytes, file_sha256
 from zero.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -34,14 +33,6 @@ COPY_COMMIT_POSITIONS = 65_536
 
 class LineageError(ValueError):
     """A source that a run cannot continue from; the message says why."""
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def run_summary(run_dir: Path) -> dict:

@@ -22,11 +22,11 @@ from pathlib import Path
 
 from selfplay.actor import load_ballot
 from train.gating import GatingConfig
-from train.lineage import file_sha256, run_summary
+from train.lineage import run_summary
 from train.match import MatchResult, NetworkPlayer, format_elo, match_schedule, play_match
 from zero.checkpoint import (DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint, resolve_checkpoint, save_checkpoint,
                              weights_sha256)
-from zero.config import atomic_write_bytes, code_version
+from zero.config import atomic_write_bytes, code_version, file_sha256
 from zero.game import RulesConfig
 from zero.inference import Evaluator
 from zero.rundir import RunDir
