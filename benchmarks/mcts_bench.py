@@ -7,7 +7,7 @@
    split between tree work, encoding and the (trivial) evaluator.
 2. Tree reuse: games played with the uniform evaluator; share of each search's visits inherited from the
    previous move, and the cost of re-rooting (compaction) against the cost of the search.
-3. Self-play with the shipped network on the CPU (checkpoints/oca-small.pt; a randomly initialised
+3. Self-play with the shipped network on the CPU (checkpoints/shipped.pt; a randomly initialised
    NetworkConfig.small() network of the same shape when it is absent, or --checkpoint): tree reuse with
    that network, then real actors with the default SelfPlayConfig, run for --seconds each, with 1 and 2
    actor processes. Simulations/s, network evaluations/s, positions (moves) per hour, time per stage.
@@ -160,7 +160,7 @@ def _ensure_network(run_dir: Path, checkpoint: str | None) -> str:
     path = save_checkpoint(RunDir(run_dir).checkpoints / "random-small.pt", net=PolicyValueNet(cfg), net_config=cfg,
                            step=0)
     RunDir(run_dir).write_best(path, 0, "no shipped checkpoint")
-    return "random-init NetworkConfig.small() (oca-small.pt not present)"
+    return "random-init NetworkConfig.small() (shipped.pt not present)"
 
 
 def main() -> None:

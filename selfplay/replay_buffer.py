@@ -71,6 +71,9 @@ from zero.rundir import REPLAY_STORE, RunDir
 SCHEMA = "checkers-zero replay v2"  # v2: games record their seed_index
 ACTOR_BITS = 40  # game_id = actor_id << ACTOR_BITS | index of the game within the actor
 MAX_ACTOR_ID = (1 << (63 - ACTOR_BITS)) - 1
+# Games copied from another run (`loop --from RUN --take-replay`, train.lineage) are written as this actor:
+# no self-play actor has its id, so the copies share neither a writer nor a seed stream with one.
+COPIED_GAMES_ACTOR_ID = MAX_ACTOR_ID
 
 # The store's columns: every field of the records (selfplay.records), and what the store adds.
 POSITION_SCHEMA: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
@@ -697,12 +700,10 @@ class ReplayReader:
         move included), derived from where the position lies in its game."""
         if window < 1 or batch_size < 1:
             raise ReplayError(f"batch_size and window must be >= 1 (got {batch_size}, {window})")
-        actor, first, length, cum = self._newest_first()
-        if not len(cum) or cum[-1] == 0:
+        actor, first, length, cum = self._window_games(window)
+        if not len(cum):
             raise ReplayError(f"no committed positions in {self.path} to sample from")
         window = min(window, int(cum[-1]))
-        games_in = int(np.searchsorted(cum, window)) + 1  # the newest games holding the window
-        actor, first, length, cum = actor[:games_in], first[:games_in], length[:games_in], cum[:games_in]
         # Offset u counts positions back from the newest; game g holds offsets cum[g-1] .. cum[g]-1, newest
         # position (its last row) first, so the oldest game in the window contributes its last positions.
         u = rng.integers(0, window, size=batch_size)
@@ -722,30 +723,56 @@ class ReplayReader:
                 out[name][pick] = column
         return out
 
+    def _window_games(self, window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """_newest_first cut to the newest games that hold the newest `window` positions (empty arrays
+        when no position is committed)."""
+        actor, first, length, cum = self._newest_first()
+        if not len(cum) or cum[-1] == 0:
+            return actor[:0], first[:0], length[:0], cum[:0]
+        games_in = int(np.searchsorted(cum, min(window, int(cum[-1])))) + 1
+        return actor[:games_in], first[:games_in], length[:games_in], cum[:games_in]
+
+    def newest_games(self, window: int) -> list[StoredGame]:
+        """The newest committed games that hold the newest `window` positions (the games `sample` draws
+        from), with their position rows, oldest first in the order `sample` uses."""
+        actor, first, _, _ = self._window_games(window)
+        wanted = set(zip(actor.tolist(), first.tolist()))
+        found = []
+        for actor_id in sorted({a for a, _ in wanted}):
+            state = self._actors[actor_id]
+            # An actor's newest games are the last ones it committed: read from its oldest one wanted on.
+            start = int(np.searchsorted(state.first_row, min(f for a, f in wanted if a == actor_id)))
+            found += [g for g in self._actor_games(actor_id, start, True, 1024) if (actor_id, g.first_row) in wanted]
+        return sorted(found, key=lambda g: (g.commit_time, g.actor_id, g.index))
+
     def iter_games(self, positions: bool = False, block: int = 1024) -> Iterator[StoredGame]:
         """Every committed game, actor by actor in game order; with their position rows if asked."""
         for actor_id in self.actor_ids():
-            state = self._actors[actor_id]
-            for start in range(0, state.games, block):
-                stop = min(start + block, state.games)
-                cols = _read_rows(state.game_arrays, start, stop)
-                rows = None
-                if positions:
-                    lo = int(cols["first_row"][0])
-                    hi = int(cols["first_row"][-1] + cols["length"][-1])
-                    rows = _read_rows(state.position_arrays, lo, hi)
-                for k in range(stop - start):
-                    game_rows = None
-                    if rows is not None:
-                        r0 = int(cols["first_row"][k]) - lo
-                        game_rows = {c: v[r0:r0 + int(cols["length"][k])] for c, v in rows.items()}
-                    stored = {name: cols[name][k].item() if cols[name].dtype != STRING else str(cols[name][k])
-                              for name in GAME_FIELDS}
-                    positions = None if game_rows is None else PositionRows(
-                        **{name: game_rows[name] for name in POSITION_FIELDS})
-                    yield StoredGame(positions=positions, **stored, game_id=int(cols["game_id"][k]),
-                                     actor_id=actor_id, index=start + k, first_row=int(cols["first_row"][k]),
-                                     commit_time=float(cols["commit_time"][k]), rows=game_rows)
+            yield from self._actor_games(actor_id, 0, positions, block)
+
+    def _actor_games(self, actor_id: int, first_game: int, positions: bool, block: int) -> Iterator[StoredGame]:
+        """An actor's committed games from its `first_game`-th on, in game order."""
+        state = self._actors[actor_id]
+        for start in range(first_game, state.games, block):
+            stop = min(start + block, state.games)
+            cols = _read_rows(state.game_arrays, start, stop)
+            rows = None
+            if positions:
+                lo = int(cols["first_row"][0])
+                hi = int(cols["first_row"][-1] + cols["length"][-1])
+                rows = _read_rows(state.position_arrays, lo, hi)
+            for k in range(stop - start):
+                game_rows = None
+                if rows is not None:
+                    r0 = int(cols["first_row"][k]) - lo
+                    game_rows = {c: v[r0:r0 + int(cols["length"][k])] for c, v in rows.items()}
+                stored = {name: cols[name][k].item() if cols[name].dtype != STRING else str(cols[name][k])
+                          for name in GAME_FIELDS}
+                position_rows = None if game_rows is None else PositionRows(
+                    **{name: game_rows[name] for name in POSITION_FIELDS})
+                yield StoredGame(positions=position_rows, **stored, game_id=int(cols["game_id"][k]),
+                                 actor_id=actor_id, index=start + k, first_row=int(cols["first_row"][k]),
+                                 commit_time=float(cols["commit_time"][k]), rows=game_rows)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import math
 import signal
@@ -40,8 +41,11 @@ class LoopConfig:
     """Everything a run needs; stored as RUN/loop-config.toml on the first start and reused on resume."""
 
     # A checkpoint file or another run's directory (its best network); "" = the shipped checkpoint
-    # (checkpoints/oca-small.pt). Copied into the run on its first start.
+    # (checkpoints/shipped.pt). Copied into the run on its first start (`loop --from`).
     initial_checkpoint: str = ""
+    # With initial_checkpoint a run directory: also take its newest replay window and its trainer state
+    # (optimizer and step), so training goes on from that run (train.lineage; `loop --take-replay`).
+    take_replay: bool = False
     actors: int = 1  # self-play processes (one core each on a CPU machine; more on a GPU machine)
     status_seconds: float = 15.0  # how often the status line is printed (and logged to wandb)
     wandb: bool = False  # log to wandb (offline: no account needed; `wandb sync` uploads later)
@@ -218,7 +222,8 @@ def format_status(snap: dict, elapsed: float) -> str:
 
 # Settings a run takes once, on its first start; a resumed run cannot honour a change to them.
 # initial_checkpoint: the run copied it then, and its trainer, first best and ratings refer to the copy.
-FIXED_AT_FIRST_START = ("initial_checkpoint",)
+# take_replay: the copies are made then.
+FIXED_AT_FIRST_START = ("initial_checkpoint", "take_replay")
 
 
 def resolve_config(run: Path, config_file: str | None, overrides: list[str]) -> LoopConfig:
@@ -240,6 +245,32 @@ def resolve_config(run: Path, config_file: str | None, overrides: list[str]) -> 
     return cfg
 
 
+def continuation_overrides(args: argparse.Namespace) -> list[str]:
+    """`--from SOURCE` and `--take-replay` as the settings they stand for."""
+    overrides = []
+    if args.source is not None:
+        overrides.append(f"initial_checkpoint={json.dumps(args.source)}")  # a JSON string is a TOML string
+    if args.take_replay:
+        overrides.append("take_replay=true")
+    return overrides
+
+
+def continue_source_run(run_dir: Path, cfg: LoopConfig) -> bool:
+    """On a run's first start with take_replay: its copies of the source run's replay window and trainer
+    state (train.lineage); False, with the reason printed, when the source cannot be continued."""
+    from selfplay.replay_buffer import ReplayError
+    from train.lineage import LineageError, continue_run
+
+    try:
+        record = continue_run(run_dir, Path(cfg.initial_checkpoint), cfg.trainer)
+    except (LineageError, ReplayError, CheckpointError) as exc:
+        print(f"error: --take-replay: {exc}", file=sys.stderr)
+        return False
+    log.info("took %d games (%d positions) and the trainer state at step %d from %s", record["copied"]["games"],
+             record["copied"]["positions"], record["trainer_state"]["step"], record["source"])
+    return True
+
+
 def run_loop(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     run_dir = Path(args.run)
@@ -249,6 +280,7 @@ def run_loop(args: argparse.Namespace) -> int:
         overrides.append(f"actors={args.actors}")
     if args.wandb:
         overrides.append("wandb=true")
+    overrides += continuation_overrides(args)
     try:
         cfg = resolve_config(run_dir, args.config, overrides)
         wandb = import_wandb() if cfg.wandb else None
@@ -268,6 +300,8 @@ def run_loop(args: argparse.Namespace) -> int:
     # Nothing of the run is running now (the lock says so): temporary files are leftovers of a killed one.
     for leftover in remove_leftover_temp_files(run.root):
         log.info("removed %s, left by an interrupted write", leftover)
+    if cfg.take_replay and not resumed and not continue_source_run(run_dir, cfg):
+        return 2
     try:
         initial = run_initial_checkpoint(run_dir, resolve_checkpoint(cfg.initial_checkpoint))
     except CheckpointError as exc:

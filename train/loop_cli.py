@@ -35,6 +35,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--actors", type=_actor_count, default=None, help="self-play processes (overrides the config)")
     p.add_argument("--minutes", type=_minutes, default=None, help="stop cleanly after this many minutes")
     p.add_argument("--wandb", action="store_true", help="log to wandb (offline unless WANDB_MODE says otherwise)")
+    p.add_argument("--from", dest="source", default=None, metavar="RUN_OR_CHECKPOINT",
+                   help="start a new run from this checkpoint, or from this run's best network "
+                        "(sets initial_checkpoint)")
+    p.add_argument("--take-replay", action="store_true",
+                   help="with --from RUN: also take that run's newest replay window and its trainer state "
+                        "(optimizer and step), so training goes on from it (sets take_replay)")
     add_config_arguments(p)
 
 

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         description="Train on the train split, validate periodically, resume from the run "
                                     "directory's last checkpoint, and report test-split metrics and baselines.")
     tr.add_argument("--data", required=True, help="dataset directory written by `pretrain dataset`")
-    tr.add_argument("--out", required=True, help="final checkpoint file, e.g. checkpoints/oca-small.pt")
+    tr.add_argument("--out", required=True, help="final checkpoint file, e.g. runs/my-model.pt (`checkers-zero ship` makes a network the shipped one)")
     tr.add_argument("--run-dir", help="where resumable checkpoints, the run record and wandb files go "
                                       "(default runs/pretrain-<name of --out>)")
     tr.add_argument("--net", choices=("small", "large"),

@@ -46,6 +46,7 @@ from tqdm import tqdm
 from train.learning import SOURCES, Samples
 from zero import movegen
 from zero.bitboard import popcount
+from zero.config import file_sha256
 from zero.encoding import action_index, count_shared_moves, legal_action_array
 from zero.game import Position
 from zero.pdn import PdnError, PdnGame, read_pdn
@@ -218,7 +219,7 @@ def build_dataset(pdn: str | Path, out_dir: str | Path, cfg: DatasetConfig | Non
     summary.update(read_info)
     attrs = {
         "format": DATASET_FORMAT, "version": DATASET_VERSION, "source": pdn.name,
-        "source_sha256": _file_sha256(pdn), "config": cfg.__dict__, "summary": summary,
+        "source_sha256": file_sha256(pdn), "config": cfg.__dict__, "summary": summary,
     }
     # Write beside the target and rename, so a reader never opens a half-written dataset.
     tmp = out_dir.with_name(f".{out_dir.name}.tmp")
@@ -234,14 +235,6 @@ def build_dataset(pdn: str | Path, out_dir: str | Path, cfg: DatasetConfig | Non
         shutil.rmtree(out_dir)
     tmp.rename(out_dir)
     return summary
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _summarise(arrays: dict[str, np.ndarray], games: dict[str, np.ndarray]) -> dict:

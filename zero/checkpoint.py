@@ -30,7 +30,9 @@ from zero.rundir import RunDir, RunDirError
 FORMAT_NAME = b"checkers-zero-checkpoint"
 FORMAT_VERSION = 1
 MAX_HEADER = 256
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "oca-small.pt"
+# The shipped network keeps this one name: `checkers-zero ship` (train.ship) replaces its bytes when a
+# candidate beats it, and its model card (README.md beside it) records the chain that produced it.
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "shipped.pt"
 # The code a process runs is fixed when it starts; asking git once spares a trainer a subprocess per save.
 _code_version = functools.cache(code_version)
 
@@ -53,6 +55,7 @@ class Checkpoint:
     path: Path | None = None
     created: str = ""
     code_version: str = ""
+    half: bool = False  # the weights were stored in float16 (they are float32 in state_dict all the same)
 
     def build_network(self) -> PolicyValueNet:
         """The network with these weights, in eval mode, on the CPU."""
@@ -104,11 +107,17 @@ def save_checkpoint(
     metrics: dict | None = None,
     provenance: dict | None = None,
     extra: dict | None = None,
+    half: bool = False,
 ) -> Path:
-    """Write a checkpoint atomically; returns its path. Values in the dicts must be plain data and tensors."""
+    """Write a checkpoint atomically; returns its path. Values in the dicts must be plain data and tensors.
+
+    half=True stores the floating-point weights as float16 (half the bytes; tests/test_ship.py shows the
+    shipped network picks the same moves); they load back as float32."""
     # torch.compile wraps the module; the weights are the original module's.
     module = getattr(net, "_orig_mod", net)
     state_dict = {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+    if half:
+        state_dict = {k: v.half() if v.is_floating_point() else v for k, v in state_dict.items()}
     payload_obj = {
         "net_config": net_config.to_dict(),
         "state_dict": state_dict,
@@ -205,6 +214,9 @@ def _from_payload(path: Path, obj: dict, expect_config: NetworkConfig | None) ->
             + ", ".join(f"{k}: expected {a}, checkpoint has {b}" for k, (a, b) in diff.items())
         )
     _check_weights_fit(path, cfg, state_dict)
+    # Weights stored in half precision (save_checkpoint's half) compute in float32 like all others.
+    half = any(v.dtype == torch.float16 for v in state_dict.values())
+    state_dict = {k: v.float() if v.is_floating_point() else v for k, v in state_dict.items()}
     return Checkpoint(
         net_config=cfg,
         state_dict=state_dict,
@@ -218,6 +230,7 @@ def _from_payload(path: Path, obj: dict, expect_config: NetworkConfig | None) ->
         path=path,
         created=obj.get("created", ""),
         code_version=obj.get("code_version", ""),
+        half=half,
     )
 
 

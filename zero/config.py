@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import platform
@@ -191,6 +192,14 @@ def write_run_record(out_dir: str | os.PathLike, cfg: Any, seeds: dict[str, int]
     path = out / f"{name}-record.json"
     atomic_write_bytes(path, json.dumps(record, indent=2).encode())
     return path
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 # What atomic_write_bytes adds to a temporary file's name (".NAME.tmp-PID").

@@ -18,6 +18,7 @@ place that says where each of them finds what it needs (as minigo's fsdb does):
       status/                 each role's latest figures (ROLE.json), for the status line
       report/                 `checkers-zero report`: its fixed self-play positions, the calibration plot
       loop.lock               held by the loop that owns the run (its process id and host inside)
+      continued-from.json     a run started with `loop --from RUN --take-replay`: what it took from that run
 
 A run directory is accepted wherever a checkpoint is expected (`zero.checkpoint.resolve_checkpoint`), and
 then means its current best network.
@@ -123,6 +124,11 @@ class RunDir:
 
     def initial_checkpoints(self) -> list[Path]:
         return sorted(self.checkpoints.glob("initial-*.pt"))
+
+    @property
+    def continuation_file(self) -> Path:
+        """What a run took from the run it continues (train.lineage), written once its copies are made."""
+        return self.root / "continued-from.json"
 
     @property
     def matches(self) -> Path:

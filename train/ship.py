@@ -1,0 +1,201 @@
+"""Shipping a network: the shipped one (zero.checkpoint.DEFAULT_CHECKPOINT) changes only for a proven better one.
+
+The rule: the candidate plays the shipped network over the whole ACF 3-move ballot (144 openings, each with
+both colours: 288 games) at equal search (both `mcts` players at the same simulations, gating's search
+settings, in lockstep, as `checkers-zero match mcts:A:64 mcts:B:64` plays it), and replaces it only when the
+lower bound of the 95 % Elo interval (train.match, over opening pairs) lies above 0. A run of fewer games
+is a quick look and never ships.
+
+The shipped network keeps its one file name (DEFAULT_CHECKPOINT); shipping rewrites it atomically with the
+candidate's weights and lineage (no optimizer state: training goes on from the run's own trainer state,
+`loop --from RUN --take-replay`), optionally in half precision, and then appends the next link of the
+chain to the model card beside it (checkpoints/README.md): the networks, runs, settings, code versions,
+games, positions and trainer steps behind it (train.lineage), and the head-to-head result against its
+predecessor.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from selfplay.actor import load_ballot
+from train.gating import GatingConfig
+from train.lineage import run_summary
+from train.match import MatchResult, NetworkPlayer, format_elo, match_schedule, play_match
+from zero.checkpoint import (DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint, resolve_checkpoint, save_checkpoint,
+                             weights_sha256)
+from zero.config import atomic_write_bytes, code_version, file_sha256
+from zero.game import RulesConfig
+from zero.inference import Evaluator
+from zero.rundir import RunDir
+
+# The link of the chain a shipped network is when its file records none: the pretrained network.
+FIRST_LINK = 1
+
+
+@dataclass
+class ShipConfig:
+    """The promotion match; its defaults are the rule (see the module doc)."""
+
+    simulations: int = GatingConfig.simulations  # root visits a move, the same for both networks
+    games: int = 0  # 0: the whole ballot; fewer games are a quick look that never ships
+    openings: str = GatingConfig.openings  # relative to the data folder, or an absolute path
+    parallel_games: int = GatingConfig.parallel_games  # games in flight (their leaves share a network batch)
+    seed: int = 0
+    # Store the shipped weights as float16 (half the file; tests/test_ship.py shows the same moves).
+    half: bool = False
+
+    def validate(self) -> None:
+        if self.simulations < 1 or self.parallel_games < 1 or self.games < 0:
+            raise ValueError("simulations and parallel_games must be at least 1, games not negative")
+
+
+@dataclass
+class ShipOutcome:
+    result: MatchResult
+    full_ballot: bool
+    promoted: bool  # the candidate beat the shipped network by the rule, and was shipped
+    entry: str = ""  # the model card's new link (when promoted)
+
+    def verdict(self) -> str:
+        low = format_elo(self.result.elo_ci95[0])
+        if self.promoted:
+            return f"shipped: the lower bound of the Elo interval is {low}, above 0"
+        if not self.full_ballot:
+            return (f"nothing shipped: a quick look of {len(self.result.games)} games (the rule needs the whole "
+                    f"ballot; lower bound {low})")
+        return f"nothing shipped: the lower bound of the Elo interval is {low}, not above 0"
+
+
+def model_card(shipped: Path) -> Path:
+    return shipped.parent / "README.md"
+
+
+def head_to_head(candidate: Path, shipped: Path, cfg: ShipConfig, progress: bool = False) -> MatchResult:
+    """The candidate (player A) against the shipped network over the ballot, at equal search."""
+    search = GatingConfig().search
+    players = [NetworkPlayer(f"{role}:{path.stem}", Evaluator.from_checkpoint(path), cfg.simulations, search)
+               for role, path in (("candidate", candidate), ("shipped", shipped))]
+    return play_match(*players, load_ballot(cfg.openings), RulesConfig(), seed=cfg.seed, games=cfg.games or None,
+                      parallel=cfg.parallel_games, progress=progress)
+
+
+def ship(candidate_name: str | Path, cfg: ShipConfig, shipped: Path = DEFAULT_CHECKPOINT,
+         progress: bool = False) -> ShipOutcome:
+    """Play the promotion match and, when the candidate wins it by the rule, ship it (see the module doc).
+    CheckpointError for a candidate that is no checkpoint or run; ValueError for one that is shipped already."""
+    cfg.validate()
+    candidate = resolve_checkpoint(candidate_name)
+    network = load_checkpoint(candidate)
+    if weights_sha256(network.state_dict) == weights_sha256(load_checkpoint(shipped).state_dict):
+        raise ValueError(f"{candidate} holds the weights of the shipped network {shipped}")
+    result = head_to_head(candidate, shipped, cfg, progress)
+    full = len(result.games) == len(match_schedule(load_ballot(cfg.openings)))
+    outcome = ShipOutcome(result, full, full and result.elo_ci95[0] > 0)
+    if outcome.promoted:
+        outcome.entry = install(candidate, network, shipped, result, cfg)
+    return outcome
+
+
+def install(candidate: Path, network: Checkpoint, shipped: Path, result: MatchResult, cfg: ShipConfig) -> str:
+    """Replace the shipped network by the candidate (one atomic rename), then append its link to the model
+    card; returns the card's new text for the link."""
+    predecessor = load_checkpoint(shipped)
+    link = predecessor.provenance.get("ship", {}).get("link", FIRST_LINK) + 1
+    run = network.provenance.get("run")
+    summary = run_summary(Path(run)) if run and RunDir(run).is_run() else None
+    match = {"games": len(result.games), "wins": result.wins, "draws": result.draws, "losses": result.losses,
+             "score": result.score, "elo": result.elo, "elo_ci95": list(result.elo_ci95),
+             "pairs": result.pentanomial(), "simulations": cfg.simulations, "seed": cfg.seed,
+             "openings": cfg.openings}
+    record = {"link": link, "candidate": str(candidate.resolve()), "candidate_sha256": file_sha256(candidate),
+              "candidate_code_version": network.code_version, "candidate_created": network.created,
+              "predecessor_sha256": file_sha256(shipped), "predecessor_step": predecessor.step, "match": match,
+              "code_version": code_version()}
+    save_checkpoint(shipped, net=network.build_network(), net_config=network.net_config, step=network.step,
+                    parent=str(candidate.resolve()), ratings=network.ratings, metrics=network.metrics,
+                    provenance={**network.provenance, "ship": record}, extra=network.extra, half=cfg.half)
+    entry = card_entry(shipped, network, record, summary, cfg)
+    card = model_card(shipped)
+    text = card.read_text() if card.exists() else f"# The shipped network: `{shipped.name}`\n"
+    atomic_write_bytes(card, (text.rstrip("\n") + "\n\n" + entry).encode())
+    return entry
+
+
+# ------------------------------------------------------------------------------------------------ the card
+
+def card_entry(shipped: Path, network: Checkpoint, record: dict, summary: dict | None, cfg: ShipConfig) -> str:
+    """The model card's section for one shipped link (Markdown)."""
+    match = record["match"]
+    low, high = match["elo_ci95"]
+    size = shipped.stat().st_size
+    run_name = Path(summary["path"]).name if summary else "no run directory"
+    lines = [
+        f"## Link {record['link']}: `{Path(record['candidate']).name}` of {run_name}, shipped "
+        f"{load_checkpoint(shipped).created[:10]}",
+        "",
+        f"`{shipped.name}`: {size / 1e6:.1f} MB, {'float16' if cfg.half else 'float32'} weights (loaded as "
+        f"float32), no optimizer state; sha256 `{file_sha256(shipped)}`. Written by `checkers-zero ship` at code "
+        f"version {record['code_version']}.",
+        "",
+        f"- Network: `{record['candidate']}` (sha256 `{record['candidate_sha256'][:16]}…`, written at code "
+        f"version {record['candidate_code_version']}, {record['candidate_created']}); {network.net_config}; "
+        f"trainer step {network.step:,}" + _drawn(network) + ".",
+        f"- Head-to-head against link {record['link'] - 1} (sha256 `{record['predecessor_sha256'][:16]}…`, "
+        f"step {record['predecessor_step']:,}): {match['games']} games of `{match['openings']}` at "
+        f"{match['simulations']} simulations each, seed {match['seed']}: +{match['wins']} ={match['draws']} "
+        f"-{match['losses']}, score {match['score']:.3f}, Elo {format_elo(match['elo'])} (95 % CI "
+        f"{format_elo(low)} .. {format_elo(high)}); pairs by the candidate's points 0/0.5/1/1.5/2: "
+        f"{'/'.join(str(c) for c in match['pairs'])}.",
+    ]
+    if summary is None:
+        lines.append(f"- Run: none recorded (provenance {json.dumps(network.provenance, default=str)}).")
+        return "\n".join(lines) + "\n"
+    lines.append(f"- Parent networks: {_parents(summary)}.")
+    lines += ["", "Runs, newest first (each as recorded by the one that continued it):", ""]
+    while summary is not None:
+        lines += _run_section(summary)
+        continued = summary["continued_from"]
+        summary = continued["source_summary"] if continued else None
+    return "\n".join(lines) + "\n"
+
+
+def _drawn(network: Checkpoint) -> str:
+    extra = network.extra
+    if "samples_drawn" not in extra:
+        return ""
+    return (f", {extra['samples_drawn']:,} self-play samples drawn over {extra.get('positions_committed', 0):,} "
+            f"committed positions")
+
+
+def _parents(summary: dict) -> str:
+    initial = summary["initial"]
+    start = (f"the run started from `{initial['name']}` (step {initial['step']:,}, sha256 "
+             f"`{initial['sha256'][:16]}…`)" if initial else "the run's start is not recorded")
+    promoted = [f"`{Path(p['candidate']).name}` (+{p['wins']} ={p['draws']} -{p['losses']}, Elo {p['elo']:+.0f} "
+                f"[{p['elo_ci95'][0]:+.0f}, {p['elo_ci95'][1]:+.0f}])" for p in summary["promotions"]]
+    return start + ("; promoted in the run since: " + ", ".join(promoted) if promoted else "")
+
+
+def _run_section(summary: dict) -> list[str]:
+    lines = [f"### Run `{summary['path']}`", ""]
+    for record in summary["records"]:
+        lines.append(f"- {record['name']}: started {record['started']}, code version {record['code_version']}")
+    replay = summary["replay"]
+    if replay:
+        results = ", ".join(f"{name} {count:,}" for name, count in replay["results"].items())
+        lines.append(f"- Replay store: {replay['games']:,} games, {replay['positions']:,} positions ({results}).")
+    continued = summary["continued_from"]
+    if continued:
+        copied, trainer = continued["copied"], continued["trainer_state"]
+        best = continued["source_best"]
+        then = f"`{best['name']}`, step {best['step']:,}" if best else "no best network"
+        lines.append(f"- Continued `{continued['source']}` (its best then: {then}): took "
+                     f"{copied['games']:,} games ({copied['positions']:,} positions) of its newest "
+                     f"{copied['window']:,}, and its trainer state at step {trainer['step']:,}.")
+    if summary["config"]:
+        lines += ["", "<details><summary>loop-config.toml</summary>", "", "```toml", summary["config"].rstrip("\n"),
+                  "```", "", "</details>"]
+    return lines + [""]
