@@ -214,3 +214,32 @@ def test_self_play_adjudicates_at_the_first_database_position(db, tmp_path):
         assert g.winner == -value  # White is to move there
         (replayed,) = read_pdn([line + "\n" for line in g.pdn.splitlines()])
         assert [str(m) for m in replayed.moves] == ["14x23"]
+
+
+def test_a_match_player_with_the_database_plays_its_positions_from_it(db, tmp_path, capsys):
+    import torch
+
+    from zero.checkpoint import save_checkpoint
+    from zero.network import NetworkConfig, PolicyValueNet
+
+    tiny = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
+    torch.manual_seed(0)
+    net = save_checkpoint(tmp_path / "tiny.pt", net=PolicyValueNet(tiny), net_config=tiny, step=1)
+    rng = np.random.default_rng(4)
+    starts = [p for p in _random_positions(rng, 400, pieces=4) if len(p.legal_moves()) > 1][:8]
+    ballot = tmp_path / "endings.pdn"
+    ballot.write_text("".join(f'[FEN "{p.fen()}"]\n*\n\n' for p in starts))
+    out = tmp_path / "games.pdn"
+    # A random network with 4 simulations: before, only the leaves below its roots were exact, and it threw
+    # database values away where its search had not reached the right move.
+    assert main(["match", f"mcts:{net}:4:db", f"mcts:{net}:4", "--openings", str(ballot), "--out", str(out)]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("solved-endgame"))
+    with_db = EndgameMistakes()
+    without = EndgameMistakes()
+    for game in read_pdn(out):
+        black, white = judge_game(db, game.start, game.moves)
+        with_db += black if game.tags["Black"].endswith(":db") else white
+        without += white if game.tags["Black"].endswith(":db") else black
+    assert with_db.moves > 10 and with_db.mistakes == 0
+    assert without.mistakes > 0  # the same network and search without the database
+    assert f": {with_db};" in line

@@ -59,7 +59,8 @@ class NetworkPlayer:
     simulations: int
     config: SearchConfig = field(default_factory=SearchConfig)
     seconds: float | None = None
-    egdb: Egdb | None = None  # an endgame database whose positions are exact leaves of the search
+    # An endgame database: its positions are exact leaves of the search and are played from it.
+    egdb: Egdb | None = None
 
 
 MatchPlayer = NetworkPlayer | Player
@@ -410,6 +411,10 @@ def play_match(
                 legal = slot.game.legal_moves()
                 if len(legal) == 1:
                     apply(g, slot, legal[0])
+                elif isinstance(player, NetworkPlayer) and player.egdb is not None and \
+                        slot.game.position.piece_count() <= player.egdb.max_pieces:
+                    # As play does: a position the database holds is played from it, perfectly, unsearched.
+                    apply(g, slot, player.egdb.best_move(slot.game.position))
                 elif isinstance(player, NetworkPlayer):
                     if not slot.searching:
                         searches[id(player)].start(g, player.simulations)

@@ -8,8 +8,9 @@
                            the match's other games (train.match.NetworkPlayer)
     mcts[:NET]:tS          the same on the clock: S seconds a move (its games are played one at a time, and
                            it searches as `play` does: many leaves a network call, evaluations cached)
-    mcts...:db             either of those with the endgame database: its positions are exact leaves (the
-                           largest database built, the 4-piece one built on first use)
+    mcts...:db             either of those with the endgame database: its positions are exact leaves and
+                           are played from it, as `play` plays them (the largest database built, the 4-piece
+                           one built on first use)
 
 NET is a checkpoint file or a run directory (its current best network); left out, the shipped network.
 Every kind of player is wired here, explicitly: nothing registers itself on import.
