@@ -92,3 +92,15 @@ def test_mcts_on_the_clock_searches_for_its_time_a_move(tiny_checkpoint):
     assert calls_per_move[1] > 3 * calls_per_move[0], calls_per_move
     with pytest.raises(PlayerSpecError):
         make_player(f"mcts:{tiny_checkpoint}:t0")
+
+
+def test_database_suffixes(tiny_checkpoint):
+    # :db uses the endgame database as play does (its positions played from it); :dbleaves also makes its
+    # positions exact leaves of the search.
+    plain = make_player(f"mcts:{tiny_checkpoint}:8")
+    root = make_player(f"mcts:{tiny_checkpoint}:8:db")
+    leaves = make_player(f"mcts:{tiny_checkpoint}:t0.1:dbleaves")
+    assert plain.egdb is None and not plain.config.database_leaves
+    assert root.egdb is not None and not root.config.database_leaves and root.name.endswith(":8:db")
+    assert leaves.egdb is not None and leaves.config.database_leaves and leaves.name.endswith(":t0.1:dbleaves")
+    assert make_player("mcts:db").egdb is not None  # the shipped network

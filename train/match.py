@@ -59,7 +59,8 @@ class NetworkPlayer:
     simulations: int
     config: SearchConfig = field(default_factory=SearchConfig)
     seconds: float | None = None
-    # An endgame database: its positions are exact leaves of the search and are played from it.
+    # An endgame database: its positions are played from it (and are exact leaves of the search when the
+    # search config's database_leaves is on).
     egdb: Egdb | None = None
 
 

@@ -8,9 +8,10 @@
                            the match's other games (train.match.NetworkPlayer)
     mcts[:NET]:tS          the same on the clock: S seconds a move (its games are played one at a time, and
                            it searches as `play` does: many leaves a network call, evaluations cached)
-    mcts...:db             either of those with the endgame database: its positions are exact leaves and
-                           are played from it, as `play` plays them (the largest database built, the 4-piece
-                           one built on first use)
+    mcts...:db             either of those with the endgame database, as `play` uses it: its positions are
+                           played from it (the largest database built, the 4-piece one built on first use)
+    mcts...:dbleaves       the same, and its positions are exact leaves of the search too
+                           (search.database_leaves)
 
 NET is a checkpoint file or a run directory (its current best network); left out, the shipped network.
 Every kind of player is wired here, explicitly: nothing registers itself on import.
@@ -33,7 +34,8 @@ DEFAULT_MCTS_SIMULATIONS = 200
 MAX_TIMED_SIMULATIONS = 20_000
 SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
              "search, default 200 simulations; mcts[:NET]:tS searches S seconds a move); NET is a checkpoint file or a run directory (its best network), "
-             "the shipped network when left out; a trailing :db adds the endgame database")
+             "the shipped network when left out; a trailing :db plays the endgame database's positions from it, :dbleaves also "
+             "makes them exact leaves of the search")
 _AB_SHORTHAND = re.compile(r"ab(\d+)")
 
 
@@ -69,20 +71,23 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         # One position per call is too small a batch to gain from a GPU.
         return PolicyPlayer(_evaluator(args, "cpu"), name=f"policy:{args or 'default'}", seed=seed)
     if name == "mcts":
-        egdb = None
-        if args == "db" or args.endswith(":db"):
-            from zero.egdb_build import largest_available
+        egdb, leaves = None, False
+        for suffix in ("dbleaves", "db"):
+            if args == suffix or args.endswith(":" + suffix):
+                from zero.egdb_build import largest_available
 
-            args = args[: -len("db")].rstrip(":")
-            egdb = largest_available()
+                args = args[: -len(suffix)].rstrip(":")
+                egdb, leaves = largest_available(), suffix == "dbleaves"
+                break
+        tag = "" if egdb is None else ":dbleaves" if leaves else ":db"
         net, _, budget = args.rpartition(":")
         seconds = _seconds(budget[1:]) if budget.startswith("t") else None
         if seconds is not None:  # (a checkpoint whose name starts with t is no time: t1.pt is no number)
             # Its games are played one at a time, so its search fills its own batches and remembers the
             # positions it evaluated, as the engine of `play` does.
             config = dataclasses.replace(search or SearchConfig(), leaves_per_tree=SINGLE_GAME_LEAVES,
-                                         database_leaves=egdb is not None)
-            return NetworkPlayer(f"mcts:{net or 'default'}:t{seconds:g}{':db' if egdb else ''}",
+                                         database_leaves=leaves)
+            return NetworkPlayer(f"mcts:{net or 'default'}:t{seconds:g}{tag}",
                                  CachedEvaluator(_evaluator(net, None)), MAX_TIMED_SIMULATIONS, config,
                                  seconds=seconds, egdb=egdb)
         if not budget.isdigit():
@@ -90,8 +95,8 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         simulations = int(budget) if budget else DEFAULT_MCTS_SIMULATIONS
         if simulations < 1:
             raise PlayerSpecError(f"mcts needs at least 1 simulation, got {spec!r}")
-        return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}{':db' if egdb else ''}", _evaluator(net, None),
-                             simulations, dataclasses.replace(search or SearchConfig(), database_leaves=egdb is not None),
+        return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}{tag}", _evaluator(net, None),
+                             simulations, dataclasses.replace(search or SearchConfig(), database_leaves=leaves),
                              egdb=egdb)
     raise PlayerSpecError(f"unknown player {spec!r}; players: {SPEC_HELP}")
 
