@@ -42,7 +42,9 @@ class LoopConfig:
     # A checkpoint file or another run's directory (its best network); "" = the shipped checkpoint
     # (checkpoints/oca-small.pt). Copied into the run on its first start.
     initial_checkpoint: str = ""
-    actors: int = 1  # self-play processes (one core each on a CPU machine; more on a GPU machine)
+    # Self-play processes; -1 = sized for the machine (selfplay.actor.actors_for_machine): 1 on a CPU-only
+    # machine, with CUDA one per core the trainer and gatekeeper leave, all feeding the GPU.
+    actors: int = -1
     status_seconds: float = 15.0  # how often the status line is printed (and logged to wandb)
     wandb: bool = False  # log to wandb (offline: no account needed; `wandb sync` uploads later)
     wandb_mode: str = "offline"
@@ -52,8 +54,8 @@ class LoopConfig:
 
     def validate(self) -> None:
         """Refuse settings no process could run with, before any process starts."""
-        if self.actors < 0:
-            raise ValueError("actors must not be negative")
+        if self.actors < -1:
+            raise ValueError("actors must be a number of processes, or -1 (sized for the machine)")
         self.selfplay.validate()
         self.trainer.validate()
         self.gating.search.validate()
