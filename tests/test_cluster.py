@@ -35,7 +35,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ray_head():
     """A one-node Ray cluster on 127.0.0.1 (three logical CPUs: an actor, the trainer, the gatekeeper)."""
     port = free_port()
@@ -79,9 +79,8 @@ def role_host_of_actor(run: Path, actor_id: int) -> int | None:
     return None
 
 
-def test_loop_on_a_ray_cluster_restarts_a_killed_worker_and_loses_no_committed_game(tmp_path, ray_head):
-    if data_file("openings/acf_3move_144.txt") is None:
-        pytest.skip("openings/acf_3move_144.txt not found (set CHECKERS_ZERO_DATA)")
+def tiny_run(tmp_path: Path) -> tuple[Path, Path]:
+    """A config for a tiny loop with one actor (test_loop's settings) and the run directory it goes to."""
     torch.manual_seed(0)
     cfg = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=8)
     initial = tmp_path / "tiny.pt"
@@ -89,13 +88,22 @@ def test_loop_on_a_ray_cluster_restarts_a_killed_worker_and_loses_no_committed_g
     config = tmp_path / "tiny.toml"
     config.write_text("actors = 1\n" + TINY_CONFIG.format(initial=initial)
                       + "[cluster]\nrestart_grace_seconds = 2.0\n")
-    run = tmp_path / "run"
-    run_copy = run / "checkpoints" / "initial-tiny.pt"
+    return config, tmp_path / "run"
+
+
+def start_cluster_loop(run: Path, config: Path, address: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1", **RAY_ENV)
-    loop = subprocess.Popen([sys.executable, "-m", "play", "loop", "--run", str(run), "--config", str(config),
-                             "--cluster", ray_head],
+    return subprocess.Popen([sys.executable, "-m", "play", "loop", "--run", str(run), "--config", str(config),
+                             "--cluster", address],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
-    with reaped(loop) as proc:
+
+
+def test_loop_on_a_ray_cluster_restarts_a_killed_worker_and_loses_no_committed_game(tmp_path, ray_head):
+    if data_file("openings/acf_3move_144.txt") is None:
+        pytest.skip("openings/acf_3move_144.txt not found (set CHECKERS_ZERO_DATA)")
+    config, run = tiny_run(tmp_path)
+    run_copy = run / "checkpoints" / "initial-tiny.pt"
+    with reaped(start_cluster_loop(run, config, ray_head)) as proc:
         wait_until(lambda: len(committed_games(run)) >= 3, 240, proc, "three committed games on the cluster")
         host = role_host_of_actor(run, 0)
         assert host is not None
@@ -110,3 +118,17 @@ def test_loop_on_a_ray_cluster_restarts_a_killed_worker_and_loses_no_committed_g
     assert proc.returncode == 0, out
     assert "on the Ray cluster at" in out and "actor-0 restarted by Ray (restart 1 of 5)" in out, out
     check_invariants(run, run_copy, before)
+
+
+def test_an_error_that_would_recur_stops_the_cluster_run_with_one_message(tmp_path, ray_head):
+    if data_file("openings/acf_3move_144.txt") is None:
+        pytest.skip("openings/acf_3move_144.txt not found (set CHECKERS_ZERO_DATA)")
+    config, run = tiny_run(tmp_path)
+    damaged = run / "replay.zarr" / "zarr.json"
+    damaged.parent.mkdir(parents=True)
+    damaged.write_text("{ not json")
+    with reaped(start_cluster_loop(run, config, ray_head)) as proc:
+        out = proc.communicate(timeout=240)[0]
+    assert proc.returncode == 1, out
+    assert "failed for good, not restarted" in out and f"{damaged}: unreadable zarr metadata" in out, out
+    assert "restarted by Ray" not in out, out
