@@ -113,11 +113,12 @@ def _print_reuse(r: dict) -> None:
           f"{r['search_ms']:.2f} ms per move (CPU)")
 
 
-def _actor_for(seconds: float, actor_id: int, run_dir: str, results) -> None:
-    """One actor process with the default settings, stopped (in-flight games discarded) after `seconds`."""
+def _actor_for(seconds: float, actor_id: int, run_dir: str, results, config=None) -> None:
+    """One actor process (the default settings unless `config`), stopped (in-flight games discarded) after
+    `seconds`."""
     from selfplay.actor import Actor, SelfPlayConfig
 
-    actor = Actor(run_dir, actor_id, SelfPlayConfig())
+    actor = Actor(run_dir, actor_id, config or SelfPlayConfig())
     # Let the network load before the clock starts: the first step loads and warms everything.
     timer = threading.Timer(seconds, lambda: setattr(actor.stop, "mode", "discard"))
     timer.start()
@@ -126,10 +127,11 @@ def _actor_for(seconds: float, actor_id: int, run_dir: str, results) -> None:
     results.put(stats)
 
 
-def bench_actors(actors: int, seconds: float, run_dir: Path) -> list:
+def bench_actors(actors: int, seconds: float, run_dir: Path, config=None) -> list:
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    procs = [ctx.Process(target=_actor_for, args=(seconds, 100 + k, str(run_dir), results)) for k in range(actors)]
+    procs = [ctx.Process(target=_actor_for, args=(seconds, 100 + k, str(run_dir), results, config))
+             for k in range(actors)]
     for p in procs:
         p.start()
     stats = [results.get() for _ in procs]
