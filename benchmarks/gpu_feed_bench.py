@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mcts_bench import _ensure_network, bench_actors
+from mcts_bench import _ensure_network, actors_total, bench_actors
 from selfplay.actor import SelfPlayConfig, current_best
 from zero.encoding import NUM_PLANES
 from zero.inference import Evaluator
@@ -120,17 +120,11 @@ def main() -> None:
                                          search=dataclasses.replace(base.search, leaves_per_tree=leaves))
             for actors in (int(a) for a in args.actors.split(",")):
                 with GpuBusy() as busy:
-                    stats = bench_actors(actors, args.seconds, run_dir, config)
-                elapsed = max(s.elapsed for s in stats)
-                tree = sum(s.tree_seconds for s in stats)
-                encode = sum(s.encode_seconds for s in stats)
-                evaluate = sum(s.evaluate_seconds for s in stats)
-                total = tree + encode + evaluate
-                print(f"| {actors} | {games} x {leaves} | {games * leaves} | "
-                      f"{sum(s.leaves for s in stats) / elapsed:.0f} | "
-                      f"{sum(s.moves for s in stats) / elapsed * 3600:.0f} | {busy.share()} | "
-                      f"{100 * tree / total:.0f}% | {100 * encode / total:.0f}% | "
-                      f"{100 * evaluate * moved / total:.0f}% | {100 * evaluate * (1 - moved) / total:.0f}% |")
+                    t = actors_total(bench_actors(actors, args.seconds, run_dir, config))
+                transfer, inference = t["evaluate_share"] * moved, t["evaluate_share"] * (1 - moved)
+                print(f"| {actors} | {games} x {leaves} | {games * leaves} | {t['evals_per_s']:.0f} "
+                      f"| {t['positions_per_hour']:.0f} | {busy.share()} | {t['tree_share']:.0f}% "
+                      f"| {t['encode_share']:.0f}% | {transfer:.0f}% | {inference:.0f}% |")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from train.supervisor import FATAL_EXIT_CODE, _child_main, _log_tail
+from train.supervisor import FATAL_EXIT_CODE, log_tail_text, role_main
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class RoleHost:
 
         if ray.get_runtime_context().was_current_actor_reconstructed:
             time.sleep(grace)
-        self.process = mp.get_context("spawn").Process(target=_child_main, args=(target, args, os.getpid(), log_path),
+        self.process = mp.get_context("spawn").Process(target=role_main, args=(target, args, os.getpid(), log_path),
                                                        name=name)
         self.process.start()
 
@@ -207,8 +207,7 @@ class RayRoles:
         return [f"{role.name} lost its process ({type(exc).__name__}); Ray restarts it"] if first else []
 
     def _tail(self, role: _Remote) -> str:
-        lines = _log_tail(self._log_path(role))
-        return "".join([f"; last lines of {self._log_path(role)}:"] + [f"\n    {line}" for line in lines]) if lines else ""
+        return log_tail_text(self._log_path(role))
 
     def failed_roles(self) -> list[str]:
         return [r.name for r in self.roles if r.failed]
