@@ -117,6 +117,7 @@ def test_loop_on_a_ray_cluster_restarts_a_killed_worker_and_loses_no_committed_g
         out = interrupt(proc, signal.SIGINT, timeout=120)
     assert proc.returncode == 0, out
     assert "on the Ray cluster at" in out and "actor-0 restarted by Ray (restart 1 of 5)" in out, out
+    assert " | positions " in out  # the status line, read from the run directory as without --cluster
     check_invariants(run, run_copy, before)
 
 

@@ -132,3 +132,15 @@ def test_damaged_metadata_on_an_object_store_is_refused_naming_the_object(tmp_pa
     obstore.put(_store(meta.url), meta.key, b"not json")
     with pytest.raises(ReplayDamage, match=f"{url}/replay.zarr/actors/0/zarr.json"):
         ReplayReader(tmp_path)
+
+
+def test_a_self_play_actor_plays_into_the_object_store_and_lets_go_of_its_lease(tmp_path, url):
+    from selfplay.actor import Actor
+    from test_actor import _checkpoint, _config, _promote
+
+    _promote(tmp_path, _checkpoint(tmp_path, "first", 10, seed=0), 10)
+    RunDir(tmp_path).set_replay_storage(url)
+    stats = Actor(tmp_path, 2, _config(), games=3).run()
+    assert stats.games == ReplayReader(tmp_path).total_games() == 3
+    with ReplayWriter(tmp_path, 2) as writer:  # free at once (released, not expired), one generation on
+        assert writer._lock.generation == 2 and writer.committed_games == 3
