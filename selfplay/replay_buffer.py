@@ -479,6 +479,9 @@ class ReplayWriter:
 
     def _remove_leftovers(self) -> None:
         # Temporary files of writes this actor's previous process did not finish (nobody else writes here).
+        # An object store has none: each put is whole or absent.
+        if isinstance(self.path, ObjectPath):
+            return
         for leftover in (self.path / "actors" / str(self.actor_id)).rglob("*.partial"):
             leftover.unlink(missing_ok=True)
 

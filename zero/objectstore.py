@@ -4,7 +4,7 @@ Actors on several machines need storage every one of them sees. A shared filesys
 here; an object store needs two things a filesystem gives for free:
 
 * `ObjectPath`: a key under an object-store URL with the handful of path operations the replay store
-  uses (join, name, parents, exists, read, list, delete), so that one piece of code reads, writes and
+  uses (join, name, parents, exists, read, list), so that one piece of code reads, writes and
   names damaged objects on both storages, and `zarr_store()` to hand it to zarr (`zarr.storage.ObjectStore`).
 * `Lease`: the writer lock where flock cannot work. It is an object created with a create-if-absent put;
   its holder renews it (a heartbeat, a put conditional on the version it last wrote) well before it
@@ -142,14 +142,6 @@ class ObjectPath:
                 if fnmatch.fnmatch(meta["path"].rpartition("/")[2], pattern):
                     found.append(ObjectPath(self.url, meta["path"]))
         return found
-
-    def unlink(self, missing_ok: bool = False) -> None:
-        if missing_ok and not self.is_file():
-            return
-        _obstore().delete(_store(self.url), self.key)
-
-    def mkdir(self, parents: bool = False, exist_ok: bool = False) -> None:
-        """Nothing to do: an object store has no folders."""
 
 
 class Lease:
