@@ -113,11 +113,12 @@ def _print_reuse(r: dict) -> None:
           f"{r['search_ms']:.2f} ms per move (CPU)")
 
 
-def _actor_for(seconds: float, actor_id: int, run_dir: str, results) -> None:
-    """One actor process with the default settings, stopped (in-flight games discarded) after `seconds`."""
+def _actor_for(seconds: float, actor_id: int, run_dir: str, results, config=None) -> None:
+    """One actor process (the default settings unless `config`), stopped (in-flight games discarded) after
+    `seconds`."""
     from selfplay.actor import Actor, SelfPlayConfig
 
-    actor = Actor(run_dir, actor_id, SelfPlayConfig())
+    actor = Actor(run_dir, actor_id, config or SelfPlayConfig())
     # Let the network load before the clock starts: the first step loads and warms everything.
     timer = threading.Timer(seconds, lambda: setattr(actor.stop, "mode", "discard"))
     timer.start()
@@ -126,16 +127,31 @@ def _actor_for(seconds: float, actor_id: int, run_dir: str, results) -> None:
     results.put(stats)
 
 
-def bench_actors(actors: int, seconds: float, run_dir: Path) -> list:
+def bench_actors(actors: int, seconds: float, run_dir: Path, config=None) -> list:
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    procs = [ctx.Process(target=_actor_for, args=(seconds, 100 + k, str(run_dir), results)) for k in range(actors)]
+    procs = [ctx.Process(target=_actor_for, args=(seconds, 100 + k, str(run_dir), results, config))
+             for k in range(actors)]
     for p in procs:
         p.start()
     stats = [results.get() for _ in procs]
     for p in procs:
         p.join()
     return stats
+
+
+def actors_total(stats: list) -> dict:
+    """What the actors of one measurement did together (ActorStats summed over the longest elapsed time):
+    counts, rates, and each stage's share (%) of the time spent in the search."""
+    elapsed = max(s.elapsed for s in stats)
+    stages = {"tree": sum(s.tree_seconds for s in stats), "encode": sum(s.encode_seconds for s in stats),
+              "evaluate": sum(s.evaluate_seconds for s in stats)}
+    busy = sum(stages.values())
+    moves = sum(s.moves for s in stats)
+    return {"games": sum(s.games for s in stats), "moves": moves, "positions_per_hour": moves / elapsed * 3600,
+            "sims_per_s": sum(s.simulations for s in stats) / elapsed,
+            "evals_per_s": sum(s.leaves for s in stats) / elapsed,
+            **{f"{stage}_share": 100 * seconds / busy for stage, seconds in stages.items()}}
 
 
 def _ensure_network(run_dir: Path, checkpoint: str | None) -> str:
@@ -204,18 +220,10 @@ def main() -> None:
               "| tree | encode | inference |")
         print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for actors in (int(a) for a in args.actors.split(",")):
-            stats = bench_actors(actors, args.seconds, run_dir)
-            elapsed = max(s.elapsed for s in stats)
-            moves = sum(s.moves for s in stats)
-            sims = sum(s.simulations for s in stats)
-            leaves = sum(s.leaves for s in stats)
-            tree = sum(s.tree_seconds for s in stats)
-            encode = sum(s.encode_seconds for s in stats)
-            inference = sum(s.evaluate_seconds for s in stats)
-            busy = tree + encode + inference
-            print(f"| {actors} | {os.getloadavg()[0]:.1f} | {sum(s.games for s in stats)} | {moves} | "
-                  f"{moves / elapsed * 3600:.0f} | {sims / elapsed:.0f} | {leaves / elapsed:.0f} | "
-                  f"{100 * tree / busy:.0f}% | {100 * encode / busy:.0f}% | {100 * inference / busy:.0f}% |")
+            t = actors_total(bench_actors(actors, args.seconds, run_dir))
+            print(f"| {actors} | {os.getloadavg()[0]:.1f} | {t['games']} | {t['moves']} | {t['positions_per_hour']:.0f} "
+                  f"| {t['sims_per_s']:.0f} | {t['evals_per_s']:.0f} | {t['tree_share']:.0f}% | "
+                  f"{t['encode_share']:.0f}% | {t['evaluate_share']:.0f}% |")
 
 
 if __name__ == "__main__":

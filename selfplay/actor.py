@@ -25,6 +25,7 @@ selfplay command and the loop's supervisor can spawn it). It
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import time
@@ -69,7 +70,12 @@ class SelfPlayConfig:
     # and the solved-endgame mistake rate in `replay stats` shows whether the network learns endgames
     # (the trainer's value targets for those positions are exact either way: trainer.database_targets).
     database_adjudication: bool = False
-    device: str = "cpu"  # "cpu", "cuda" or "auto" (CUDA when torch sees a GPU)
+    # "auto": CUDA when torch sees a GPU (bf16 autocast, sized by the gpu_ settings below), else the CPU.
+    device: str = "auto"  # "auto", "cpu" or "cuda"
+    # On CUDA a batch of a few thousand leaves keeps the GPU busy where the CPU's 64 x 2 already saturates
+    # a core: these take the place of games_in_flight and search.leaves_per_tree when the network runs there.
+    gpu_games_in_flight: int = 512
+    gpu_leaves_per_tree: int = 4
     torch_threads: int = 1  # CPU threads per actor for inference
     checkpoint_poll_seconds: float = 30.0  # how often to look for a newer best checkpoint
     commit_positions: int = 1024  # replay writer: commit once this many positions are queued
@@ -80,8 +86,12 @@ class SelfPlayConfig:
 
     def validate(self) -> None:
         self.search.validate()
-        if self.games_in_flight < 1:
-            raise ValueError("selfplay.games_in_flight must be at least 1")
+        if self.games_in_flight < 1 or self.gpu_games_in_flight < 1:
+            raise ValueError("selfplay.games_in_flight and gpu_games_in_flight must be at least 1")
+        if self.gpu_leaves_per_tree < 1:
+            raise ValueError("selfplay.gpu_leaves_per_tree must be at least 1")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"selfplay.device must be auto, cpu or cuda, not {self.device!r}")
         if self.full_simulations < 1 or self.fast_simulations < 1:
             raise ValueError("selfplay.full_simulations and fast_simulations must be at least 1")
         for name in ("opening_share", "full_search_prob", "dirichlet_fraction", "resign_playthrough"):
@@ -94,6 +104,24 @@ class SelfPlayConfig:
 
     def temperature_at(self, ply: int) -> float:
         return self.temperature if ply < self.temperature_plies else self.final_temperature
+
+    def sized_for(self, cuda: bool) -> "SelfPlayConfig":
+        """These settings with `device` resolved ("auto" -> cuda when `cuda`, else cpu) and, on CUDA, the
+        GPU's games in flight and leaves per tree in place of the CPU's."""
+        device = ("cuda" if cuda else "cpu") if self.device == "auto" else self.device
+        if device != "cuda":
+            return dataclasses.replace(self, device=device)
+        return dataclasses.replace(self, device=device, games_in_flight=self.gpu_games_in_flight,
+                                   search=dataclasses.replace(self.search, leaves_per_tree=self.gpu_leaves_per_tree))
+
+
+def actors_for_machine(setting: int, cuda: bool, cpu_cores: int) -> int:
+    """How many self-play actors a loop runs: `setting`, or for -1 (sized for the machine) one on a
+    CPU-only machine (the trainer and gatekeeper take the other cores), and with CUDA one per core left to
+    feed the GPU after the trainer and the gatekeeper take theirs (at least one)."""
+    if setting >= 0:
+        return setting
+    return max(1, cpu_cores - 2) if cuda else 1
 
 
 @dataclass
@@ -226,6 +254,9 @@ class Actor:
                  load_evaluator: Callable[[CheckpointInfo], object] | None = None,
                  progress: Callable[[ActorStats], None] | None = None):
         config.validate()
+        import torch
+
+        config = config.sized_for(torch.cuda.is_available())
         self.run_dir = Path(run_dir)
         self.actor_id = actor_id
         self.config = config
@@ -247,11 +278,10 @@ class Actor:
     def _load_network(self, info: CheckpointInfo):
         import torch
 
-        from zero.inference import Evaluator, default_device
+        from zero.inference import Evaluator
 
         torch.set_num_threads(self.config.torch_threads)
-        device = default_device() if self.config.device == "auto" else self.config.device
-        return Evaluator.from_checkpoint(info.path, device=device)
+        return Evaluator.from_checkpoint(info.path, device=self.config.device)
 
     def _newer_generation(self, newest: _Generation) -> _Generation | None:
         """A generation for a best checkpoint newer than `newest`'s, if there is one that loads."""

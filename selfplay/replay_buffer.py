@@ -9,6 +9,11 @@ Layout (zarr v3, inside the run directory)::
             games/<column>              one row per game (GAME_SCHEMA), chunked by `chunk_games`
     RUN/replay-locks/actor-<id>.lock    flock held by the live writer (outside the zarr hierarchy)
 
+The same layout lives on an object store when the run was started with one (zero.rundir's
+replay-storage.url; zero.objectstore): then the lock is a lease object with a generation number, the
+writer checks it still holds the lease before each commit and writes its generation into the commit
+record, and a writer that finds a newer generation there has been fenced off and writes nothing more.
+
 Commit protocol. Rows 0 .. P-1 and games 0 .. G-1 of an actor are committed; everything past them is
 scratch that readers never look at. A writer (1) writes the new rows and games past the committed counts,
 growing the arrays in whole chunks first, then (2) rewrites the actor group's attributes with the larger
@@ -42,7 +47,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import fcntl
 import json
 import math
 import os
@@ -66,7 +70,8 @@ from selfplay.records import (
     GameRecord,
     PositionRows,
 )
-from zero.rundir import REPLAY_STORE, RunDir
+from zero.objectstore import LeaseError, ObjectPath
+from zero.rundir import REPLAY_STORE, RunDir, RunDirError
 
 SCHEMA = "checkers-zero replay v2"  # v2: games record their seed_index
 ACTOR_BITS = 40  # game_id = actor_id << ACTOR_BITS | index of the game within the actor
@@ -122,11 +127,17 @@ def _damage(file: Path, what: str, exc: BaseException | None = None) -> ReplayDa
     """One error naming the damaged file and how to go on."""
     reason = f" ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})" if exc else ""
     actor = _actor_dir(file)
-    run = next((parent.parent for parent in file.parents if parent.name == REPLAY_STORE), "RUN")
-    way_on = (f"; to go on without that actor's games, move its folder aside (mv {actor} {actor}.damaged)"
-              if actor else "")
+    local = isinstance(file, Path)
+    run = next((parent.parent for parent in file.parents if parent.name == REPLAY_STORE and local), "RUN")
+    way_on = (f"; to go on without that actor's games, move its {'folder' if local else 'objects'} aside "
+              f"({'mv' if local else 'rename the prefix'} {actor} {actor}.damaged)" if actor else "")
     return ReplayDamage(f"{file}: {what}{reason}. The replay store is damaged: `checkers-zero replay check "
                         f"--run {run}` lists every damaged file{way_on}")
+
+
+def _zarr(path: Path | ObjectPath):
+    """What zarr opens a node of the store at `path` through."""
+    return path.zarr_store() if isinstance(path, ObjectPath) else path
 
 
 def _bad_metadata_file(path: Path) -> Path | None:
@@ -153,8 +164,11 @@ def _metadata_of(path: Path):
         raise _damage(_bad_metadata_file(path) or path / "zarr.json", "unreadable zarr metadata", exc) from None
 
 
-def _array_dir(array: zarr.Array) -> Path:
-    return Path(str(array.store_path.store.root)) / array.store_path.path
+def _array_dir(array: zarr.Array) -> Path | ObjectPath:
+    store = array.store_path.store
+    if isinstance(store, zarr.storage.LocalStore):
+        return Path(str(store.root)) / array.store_path.path
+    return ObjectPath.of_zarr(store, array.store_path.path)
 
 
 def _chunk_file(array: zarr.Array, chunk: int) -> Path:
@@ -214,7 +228,7 @@ def _read_rows(arrays: dict[str, zarr.Array], lo: int, hi: int) -> dict[str, np.
 
 async def _read_commit(group: Path) -> dict | None:
     try:
-        opened = await zarr.api.asynchronous.open_group(group, mode="r", zarr_format=3)
+        opened = await zarr.api.asynchronous.open_group(_zarr(group), mode="r", zarr_format=3)
     except _DAMAGE_ERRORS as exc:
         raise _damage(group / "zarr.json", "unreadable zarr metadata", exc) from None
     return opened.attrs.get("commit")
@@ -317,10 +331,10 @@ def _open_root(path: Path) -> zarr.Group:
     # is then there, so open it. The attributes go into the root's first zarr.json, so a reader never
     # sees the root without them.
     try:
-        root = zarr.open_group(path, mode="a", zarr_format=3,
+        root = zarr.open_group(_zarr(path), mode="a", zarr_format=3,
                                attributes={"schema": SCHEMA, "policy_slots": POLICY_SLOTS})
     except zarr.errors.ContainsGroupError:
-        root = zarr.open_group(path, mode="r+", zarr_format=3)
+        root = zarr.open_group(_zarr(path), mode="r+", zarr_format=3)
     _check_schema(root, path)
     try:
         root.require_group("actors")
@@ -410,7 +424,10 @@ class ReplayWriter:
         self.commit_positions = commit_positions
         self.commit_seconds = commit_seconds
         self.path = RunDir(run_dir).replay_store
-        self._lock = self._take_lock(RunDir(run_dir))
+        try:
+            self._lock = RunDir(run_dir).take_replay_lock(self.actor_id)
+        except RunDirError as exc:
+            raise ReplayError(str(exc)) from None
         try:
             with _metadata_of(self.path):
                 root = _open_root(self.path)
@@ -435,22 +452,28 @@ class ReplayWriter:
             commit = {"games": 0, "positions": 0, "time": 0.0, "next_seed_index": 0}
             self._group.attrs.update({"commit": commit})
         self.committed_games, self.committed_positions, self.next_seed_index = _commit_counts(commit, group_dir)
+        if self._lock.generation > commit.get("generation", 0):
+            # Fences off a writer of an older generation that still believes it holds the lease: it finds
+            # this generation in the record before its next commit.
+            self._group.attrs.update({"commit": {**commit, "generation": self._lock.generation}})
         self._remove_leftovers()
         self._rows = _ChunkedColumns(self._group.require_group("positions"), POSITION_SCHEMA,
                                      chunk_rows, self.committed_positions)
         self._games = _ChunkedColumns(self._group.require_group("games"), GAME_SCHEMA,
                                       chunk_games, self.committed_games)
 
-    def _take_lock(self, run: RunDir):
-        run.replay_locks.mkdir(parents=True, exist_ok=True)
-        handle = open(run.replay_lock(self.actor_id), "a+")
+    def _still_the_writer(self) -> None:
+        """Refuse to write on once another writer may have taken this actor over (a lease that was lost,
+        or a newer generation in the commit record); an flock cannot be lost."""
         try:
-            # The kernel drops the lock when the holder dies (SIGKILL included): a restart never waits on it.
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise ReplayError(f"another process is writing replay actor {self.actor_id} in {run.root}") from None
-        return handle
+            self._lock.check()
+        except LeaseError as exc:
+            raise ReplayError(f"replay actor {self.actor_id}: stopped writing, the writer lease is lost ({exc})") from None
+        if self._lock.generation:
+            stored = _run(_read_commit(self.path / "actors" / str(self.actor_id))) or {}
+            if stored.get("generation", 0) > self._lock.generation:
+                raise ReplayError(f"replay actor {self.actor_id}: fenced off, a writer of generation "
+                                  f"{stored['generation']} took over from this one ({self._lock.generation})")
 
     def _release_lock(self) -> None:
         if self._lock is not None:
@@ -459,6 +482,9 @@ class ReplayWriter:
 
     def _remove_leftovers(self) -> None:
         # Temporary files of writes this actor's previous process did not finish (nobody else writes here).
+        # An object store has none: each put is whole or absent.
+        if isinstance(self.path, ObjectPath):
+            return
         for leftover in (self.path / "actors" / str(self.actor_id)).rglob("*.partial"):
             leftover.unlink(missing_ok=True)
 
@@ -499,14 +525,19 @@ class ReplayWriter:
         next_seed_index = max(self.next_seed_index, max(r.seed_index for r in records) + 1)
         new_games = self.committed_games + len(records)
         new_positions = self.committed_positions + int(lengths.sum())
+        self._still_the_writer()
         # All columns at once: each write mostly waits on its own object, so they overlap (a lot, on an
         # object store).
         _run(_gather(self._rows.grow(new_positions) + self._games.grow(new_games)))
         _run(_gather(self._rows.write(self.committed_positions, positions)
                      + self._games.write(self.committed_games, games)))
+        self._still_the_writer()
         # The commit: one atomic replacement of the actor group's zarr.json (see the module doc).
-        self._group.attrs.update({"commit": {"games": new_games, "positions": new_positions, "time": commit_time,
-                                             "next_seed_index": next_seed_index}})
+        commit = {"games": new_games, "positions": new_positions, "time": commit_time,
+                  "next_seed_index": next_seed_index}
+        if self._lock.generation:
+            commit["generation"] = self._lock.generation
+        self._group.attrs.update({"commit": commit})
         self._rows.advance(self.committed_positions, positions)
         self._games.advance(self.committed_games, games)
         self.committed_games, self.committed_positions = new_games, new_positions
@@ -611,7 +642,7 @@ def _open_arrays(base: Path, schema: dict, held: dict[str, zarr.Array] | None, r
     if held is not None and all(a.shape[0] >= rows for a in held.values()):
         return held
     with _metadata_of(base):
-        return {name: zarr.open_array(base / name, mode="r") for name in schema}
+        return {name: zarr.open_array(_zarr(base / name), mode="r") for name in schema}
 
 
 class ReplayReader:
@@ -636,7 +667,7 @@ class ReplayReader:
         if not (self.path / "zarr.json").exists():
             return  # no actor has written yet
         with _metadata_of(self.path), warnings.catch_warnings():
-            root = zarr.open_group(self.path, mode="r", zarr_format=3)
+            root = zarr.open_group(_zarr(self.path), mode="r", zarr_format=3)
             _check_schema(root, self.path)
             if "actors" not in root:
                 return
@@ -650,7 +681,7 @@ class ReplayReader:
             base = self.path / "actors" / name
             if commit is None:  # an actor creating its group; rows without a record are damage
                 with _metadata_of(base):
-                    _refuse_rows_without_commit(zarr.open_group(base, mode="r", zarr_format=3), base)
+                    _refuse_rows_without_commit(zarr.open_group(_zarr(base), mode="r", zarr_format=3), base)
                 continue
             games, positions, _ = _commit_counts(commit, base)
             if games == state.games:
@@ -798,7 +829,7 @@ def check_store(run_dir: str | os.PathLike) -> StoreCheck:
         return report
     try:
         with _metadata_of(path), warnings.catch_warnings():
-            root = zarr.open_group(path, mode="r", zarr_format=3)
+            root = zarr.open_group(_zarr(path), mode="r", zarr_format=3)
             _check_schema(root, path)
             warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr hierarchy")
             names = sorted(root["actors"].group_keys(), key=int) if "actors" in root else []
@@ -822,7 +853,7 @@ def _check_actor(base: Path, actor_id: int, problems: list[str]) -> tuple[int, i
     commit = _run(_read_commit(base))
     if commit is None:
         with _metadata_of(base):
-            _refuse_rows_without_commit(zarr.open_group(base, mode="r", zarr_format=3), base)
+            _refuse_rows_without_commit(zarr.open_group(_zarr(base), mode="r", zarr_format=3), base)
         return 0, 0
     games, positions, _ = _commit_counts(commit, base)
     tables = {"games": (_open_arrays(base / "games", GAME_SCHEMA, None, games), games),

@@ -11,7 +11,10 @@ from zero.config import ConfigError, load_config
 
 @pytest.mark.parametrize("override,message", [
     ("actors=2.7", "expected a whole number"),
-    ("actors=-1", "actors must not be negative"),
+    ("actors=-2", "actors must be a number of processes, or -1"),
+    ("selfplay.device=tpu", "device must be auto, cpu or cuda"),
+    ("selfplay.gpu_leaves_per_tree=0", "gpu_leaves_per_tree"),
+    ("cluster.max_restarts=-1", "max_restarts"),
     ("selfplay.full_simulations=0", "full_simulations"),
     ("selfplay.games_in_flight=0", "games_in_flight"),
     ("selfplay.search.leaves_per_tree=0", "leaves_per_tree"),

@@ -1,7 +1,8 @@
 """The self-play loop: self-play actors, trainer and gatekeeper in one resumable command.
 
 The command is a supervisor: it writes (or checks) the run's config, starts each role in its own process,
-restarts any that crash, prints a status line, and on Ctrl-C stops everything cleanly. Every role keeps
+restarts any that crash, prints a status line, and on Ctrl-C stops everything cleanly. The roles run on
+this machine (train.supervisor), or with --cluster ADDRESS as Ray actors on a Ray cluster (train.cluster). Every role keeps
 its state in the run directory, so after any crash (or a SIGKILL of everything) the same command resumes:
 actors append after their last committed game, the trainer continues from its last saved state with its
 optimizer and its count of samples drawn, and the gatekeeper replays an undecided match.
@@ -14,14 +15,16 @@ import contextlib
 import json
 import logging
 import math
+import os
 import signal
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from selfplay.actor import SelfPlayConfig, load_ballot, run_actor
+from selfplay.actor import SelfPlayConfig, actors_for_machine, load_ballot, run_actor
 from selfplay.replay_buffer import ReplayDamage, ReplayError, ReplayReader
+from train.cluster import ClusterConfig, ClusterError, RayRoles
 from train.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_gating_log
 from train.ratings import REFERENCE, RatingsTable
 from train.supervisor import FATAL_EXIT_CODE, Supervisor
@@ -46,21 +49,29 @@ class LoopConfig:
     # With initial_checkpoint a run directory: also take its newest replay window and its trainer state
     # (optimizer and step), so training goes on from that run (train.lineage; `loop --take-replay`).
     take_replay: bool = False
-    actors: int = 1  # self-play processes (one core each on a CPU machine; more on a GPU machine)
+    # Self-play processes; -1 = sized for the machine (selfplay.actor.actors_for_machine): 1 on a CPU-only
+    # machine, with CUDA one per core the trainer and gatekeeper leave, all feeding the GPU.
+    actors: int = -1
     status_seconds: float = 15.0  # how often the status line is printed (and logged to wandb)
     wandb: bool = False  # log to wandb (offline: no account needed; `wandb sync` uploads later)
     wandb_mode: str = "offline"
+    # Where the replay store lives: "" = the run directory; an object-store URL (s3://bucket/prefix,
+    # gs://..., az://...; credentials from the environment, zero.objectstore) puts it there, for actors on
+    # machines that share no filesystem with it. Taken on the first start.
+    replay_storage: str = ""
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     gating: GatingConfig = field(default_factory=GatingConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
     def validate(self) -> None:
         """Refuse settings no process could run with, before any process starts."""
-        if self.actors < 0:
-            raise ValueError("actors must not be negative")
+        if self.actors < -1:
+            raise ValueError("actors must be a number of processes, or -1 (sized for the machine)")
         self.selfplay.validate()
         self.trainer.validate()
         self.gating.search.validate()
+        self.cluster.validate()
 
 
 # ---------------------------------------------------------------------------------------------- roles
@@ -222,8 +233,8 @@ def format_status(snap: dict, elapsed: float) -> str:
 
 # Settings a run takes once, on its first start; a resumed run cannot honour a change to them.
 # initial_checkpoint: the run copied it then, and its trainer, first best and ratings refer to the copy.
-# take_replay: the copies are made then.
-FIXED_AT_FIRST_START = ("initial_checkpoint", "take_replay")
+# take_replay: the copies are made then. replay_storage: the store holds the run's games there.
+FIXED_AT_FIRST_START = ("initial_checkpoint", "take_replay", "replay_storage")
 
 
 def resolve_config(run: Path, config_file: str | None, overrides: list[str]) -> LoopConfig:
@@ -273,7 +284,8 @@ def continue_source_run(run_dir: Path, cfg: LoopConfig) -> bool:
 
 def run_loop(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
-    run_dir = Path(args.run)
+    # Absolute: roles on a cluster start in folders of Ray's.
+    run_dir = Path(args.run).resolve()
     run = RunDir(run_dir)
     overrides = list(args.overrides)
     if args.actors is not None:
@@ -304,8 +316,12 @@ def run_loop(args: argparse.Namespace) -> int:
         return 2
     try:
         initial = run_initial_checkpoint(run_dir, resolve_checkpoint(cfg.initial_checkpoint))
+        run.set_replay_storage(cfg.replay_storage)
     except CheckpointError as exc:
         print(f"error: initial checkpoint: {exc}", file=sys.stderr)
+        return 2
+    except RunDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     if run.read_best() is None:
         # Before any promotion the run's best is its starting checkpoint; actors read this file.
@@ -314,10 +330,22 @@ def run_loop(args: argparse.Namespace) -> int:
     save_config(cfg, run.config_file)
     write_run_record(run.logs, cfg, {"selfplay": cfg.selfplay.seed, "trainer": cfg.trainer.seed,
                                              "gating": cfg.gating.seed}, name=f"loop-{int(time.time())}")
-    log.info("%s run %s from %s with %d actor(s)", "resuming" if resumed else "starting", run_dir, initial, cfg.actors)
+    if args.cluster:
+        try:
+            sup = RayRoles(args.cluster, cfg.cluster, str(run.logs))
+        except ClusterError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        actors = sup.actors_for(cfg.actors)
+    else:
+        import torch
 
-    sup = Supervisor(log_dir=str(run.logs))
-    for a in range(cfg.actors):
+        sup = Supervisor(log_dir=str(run.logs))
+        actors = actors_for_machine(cfg.actors, torch.cuda.is_available(), os.cpu_count() or 1)
+    log.info("%s run %s from %s with %d actor(s)%s", "resuming" if resumed else "starting", run_dir, initial, actors,
+             f" on the Ray cluster at {args.cluster}" if args.cluster else "")
+
+    for a in range(actors):
         sup.add(f"actor-{a}", actor_role, str(run_dir), cfg, a)
     sup.add("trainer", trainer_role, str(run_dir), cfg, str(initial))
     sup.add("gatekeeper", gatekeeper_role, str(run_dir), cfg)
@@ -350,7 +378,7 @@ def run_loop(args: argparse.Namespace) -> int:
                           ", ".join(failed))
                 exit_code = 1
                 break
-            if sup.all_done({r.name for r in sup.roles if r.name.startswith("actor-")}) and cfg.actors:
+            if sup.all_done({r.name for r in sup.roles if r.name.startswith("actor-")}) and actors:
                 log.info("all actors finished their games")
                 break
             if args.minutes is not None and time.time() - started > args.minutes * 60:

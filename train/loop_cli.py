@@ -34,6 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", default=DEFAULT_RUN_DIR, help=f"run directory (default {DEFAULT_RUN_DIR})")
     p.add_argument("--actors", type=_actor_count, default=None, help="self-play processes (overrides the config)")
     p.add_argument("--minutes", type=_minutes, default=None, help="stop cleanly after this many minutes")
+    p.add_argument("--cluster", metavar="ADDRESS", default=None,
+                   help="run the roles on the Ray cluster at ADDRESS (HEAD:PORT, or auto), not on this machine; "
+                        "the run directory must be on storage every node sees")
     p.add_argument("--wandb", action="store_true", help="log to wandb (offline unless WANDB_MODE says otherwise)")
     p.add_argument("--from", dest="source", default=None, metavar="RUN_OR_CHECKPOINT",
                    help="start a new run from this checkpoint, or from this run's best network "

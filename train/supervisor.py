@@ -44,7 +44,7 @@ def _watch_parent(parent_pid: int) -> None:
             return
 
 
-def _child_main(target: Callable[..., Any], args: tuple, parent_pid: int, log_path: str | None) -> None:
+def role_main(target: Callable[..., Any], args: tuple, parent_pid: int, log_path: str | None) -> None:
     if log_path:
         logging.basicConfig(filename=log_path, level=logging.INFO,
                             format="%(asctime)s %(processName)s %(name)s: %(message)s")
@@ -71,6 +71,12 @@ def _log_tail(path: str, lines: int = LOG_TAIL_LINES, max_bytes: int = 8192) -> 
     except OSError:
         return []
     return text.splitlines()[-lines:]
+
+
+def log_tail_text(path: str) -> str:
+    """The end of a role's log as the tail of a failure message ("" without one)."""
+    lines = _log_tail(path)
+    return "".join([f"; last lines of {path}:"] + [f"\n    {line}" for line in lines]) if lines else ""
 
 
 @dataclass
@@ -107,7 +113,7 @@ class Supervisor:
 
     def _start(self, role: Role) -> None:
         role.process = self._ctx.Process(
-            target=_child_main, args=(role.target, role.args, os.getpid(), self._log_path(role)), name=role.name,
+            target=role_main, args=(role.target, role.args, os.getpid(), self._log_path(role)), name=role.name,
         )
         role.process.start()
         role.started_at = time.monotonic()
@@ -158,8 +164,7 @@ class Supervisor:
 
     def _tail(self, role: Role) -> str:
         path = self._log_path(role)
-        lines = _log_tail(path) if path else []
-        return "".join([f"; last lines of {path}:"] + [f"\n    {line}" for line in lines]) if lines else ""
+        return log_tail_text(path) if path else ""
 
     def failed_roles(self) -> list[str]:
         """Names of the roles given up on (see check()); the caller should stop and report them."""

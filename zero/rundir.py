@@ -8,6 +8,9 @@ place that says where each of them finds what it needs (as minigo's fsdb does):
       logs/                   one log per process, and a record (config, code version, seeds) per start
       replay.zarr/            the replay store (selfplay.replay_buffer)
       replay-locks/           one lock file per actor id, held by the live writer of that actor
+      replay-storage.url      present when the replay store and its locks live on an object store
+                              instead (zero.objectstore): the URL they live under, as
+                              URL/replay.zarr and URL/replay-locks/actor-N.lock (a lease, not an flock)
       expert-oca/             the OCA expert dataset the trainer mixes in, built on first use
       checkpoints/            initial-NAME.pt (the run's copy of its start), candidate-NNNNNNN.pt,
                               trainer-state.pt, best.json (the current best network)
@@ -36,8 +39,10 @@ from pathlib import Path
 from typing import IO
 
 from zero.config import atomic_write_bytes
+from zero.objectstore import Lease, LeaseError, ObjectPath, is_object_store_url
 
 CONFIG_FILE = "loop-config.toml"
+REPLAY_STORAGE_FILE = "replay-storage.url"
 CANDIDATE_PREFIX = "candidate-"
 REPLAY_STORE = "replay.zarr"
 
@@ -80,15 +85,62 @@ class RunDir:
         return self.root / "logs"
 
     @property
-    def replay_store(self) -> Path:
-        return self.root / REPLAY_STORE
+    def replay_storage_file(self) -> Path:
+        return self.root / REPLAY_STORAGE_FILE
 
     @property
-    def replay_locks(self) -> Path:
-        return self.root / "replay-locks"
+    def replay_storage(self) -> Path | ObjectPath:
+        """Where the replay store and its writer locks live: the run directory, or the object-store URL
+        the run was started with."""
+        try:
+            url = self.replay_storage_file.read_text().strip()
+        except FileNotFoundError:
+            return self.root
+        return ObjectPath(url)
 
-    def replay_lock(self, actor_id: int) -> Path:
+    def set_replay_storage(self, url: str) -> None:
+        """Put the run's replay store under an object-store URL ("" = the run directory); once only, before
+        anything is written there."""
+        if not url:
+            return
+        if not is_object_store_url(url):
+            raise RunDirError(f"replay storage {url!r} is not an object-store URL (s3://, gs://, az://, memory://)")
+        if self.replay_storage_file.exists():
+            if self.replay_storage_file.read_text().strip() != url:
+                raise RunDirError(f"{self.replay_storage_file}: the run keeps its replay store at "
+                                  f"{self.replay_storage_file.read_text().strip()}, not {url}")
+            return
+        atomic_write_bytes(self.replay_storage_file, url.encode())
+
+    @property
+    def replay_store(self) -> Path | ObjectPath:
+        return self.replay_storage / REPLAY_STORE
+
+    @property
+    def replay_locks(self) -> Path | ObjectPath:
+        return self.replay_storage / "replay-locks"
+
+    def replay_lock(self, actor_id: int) -> Path | ObjectPath:
         return self.replay_locks / f"actor-{actor_id}.lock"
+
+    def take_replay_lock(self, actor_id: int) -> "FileLock | Lease":
+        """Make this process the one writer of replay actor `actor_id` (RunDirError when another one is);
+        an flock in the run directory, a lease on an object store. `close()` the lock to let go."""
+        path = self.replay_lock(actor_id)
+        if isinstance(path, ObjectPath):
+            try:
+                return Lease(path).acquire()
+            except LeaseError as exc:
+                raise RunDirError(f"another process is writing replay actor {actor_id} ({exc})") from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+")
+        try:
+            # The kernel drops the lock when the holder dies (SIGKILL included): a restart never waits on it.
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise RunDirError(f"another process is writing replay actor {actor_id} in {self.root}") from None
+        return FileLock(handle)
 
     @property
     def expert_data(self) -> Path:
@@ -173,7 +225,7 @@ class RunDir:
     def is_run(self) -> bool:
         """Whether this looks like a run directory (a loop or self-play has used it)."""
         return self.root.is_dir() and (self.config_file.exists() or self.best_file.exists()
-                                       or self.replay_store.exists())
+                                       or self.replay_storage_file.exists() or self.replay_store.exists())
 
     # -- the best network --------------------------------------------------------------------------------
     def read_best(self) -> BestRecord | None:
@@ -237,3 +289,19 @@ class RunDir:
                      f"started {time.strftime('%Y-%m-%d %H:%M:%S')}")
         handle.flush()
         return handle
+
+
+class FileLock:
+    """An flock held through an open file: the kernel keeps it until the holder closes it or dies, so it
+    cannot be lost while held (check() never raises; generation 0 says there is no lease to fence)."""
+
+    generation = 0
+
+    def __init__(self, handle: IO) -> None:
+        self._handle = handle
+
+    def check(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self._handle.close()
