@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from play.cli import main
 from selfplay.replay_buffer import ReplayReader, ReplayWriter
@@ -18,8 +19,17 @@ from train.ratings import PlayerInfo, RatingsTable, format_table
 from zero.egdb import DRAW, LOSS, UNKNOWN, WIN
 from zero.egdb_build import ensure_built
 from zero.endgame_judge import EndgameMistakes, is_mistake, judge_game
+from zero.checkpoint import save_checkpoint
 from zero.game import Position
+from zero.network import NetworkConfig, PolicyValueNet
 from zero.pdn import read_pdn
+
+TINY = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
+
+
+def _tiny_network(path: Path) -> Path:
+    torch.manual_seed(0)
+    return save_checkpoint(path, net=PolicyValueNet(TINY), net_config=TINY, step=1)
 
 
 @pytest.fixture(scope="module")
@@ -188,15 +198,9 @@ def test_database_positions_get_exact_value_targets(db):
 
 
 def test_self_play_adjudicates_at_the_first_database_position(db, tmp_path):
-    import torch
-
     from selfplay.actor import Actor, SelfPlayConfig
-    from zero.checkpoint import save_checkpoint
-    from zero.network import NetworkConfig, PolicyValueNet
 
-    tiny = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
-    torch.manual_seed(0)
-    net = save_checkpoint(tmp_path / "checkpoints" / "tiny.pt", net=PolicyValueNet(tiny), net_config=tiny, step=1)
+    net = _tiny_network(tmp_path / "checkpoints" / "tiny.pt")
     (tmp_path / "checkpoints" / "best.json").write_text(json.dumps({"path": str(net), "name": "tiny", "step": 1}))
     # Five pieces, Black's only move the capture 14x23: four are left, which the database holds.
     start = "B:W18,32:B1,2,14"
@@ -217,14 +221,7 @@ def test_self_play_adjudicates_at_the_first_database_position(db, tmp_path):
 
 
 def test_a_match_player_with_the_database_plays_its_positions_from_it(db, tmp_path, capsys):
-    import torch
-
-    from zero.checkpoint import save_checkpoint
-    from zero.network import NetworkConfig, PolicyValueNet
-
-    tiny = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
-    torch.manual_seed(0)
-    net = save_checkpoint(tmp_path / "tiny.pt", net=PolicyValueNet(tiny), net_config=tiny, step=1)
+    net = _tiny_network(tmp_path / "tiny.pt")
     rng = np.random.default_rng(4)
     starts = [p for p in _random_positions(rng, 400, pieces=4) if len(p.legal_moves()) > 1][:8]
     ballot = tmp_path / "endings.pdn"

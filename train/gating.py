@@ -167,11 +167,13 @@ class Gatekeeper:
         stop between a match and the step that follows it replays the match on resume, and the replay must
         not count again."""
         table = self._ratings()
+        if name in table.recorded:
+            return  # before judging its endgames again
         for info in players:
             table.add_player(info)
         endgame = dict(zip((a, b), result.endgame_mistakes(self.egdb))) if self.egdb is not None else None
-        if table.record_match(name, a, b, result.wins, result.draws, result.losses, endgame):
-            table.save(self.ratings_path)
+        table.record_match(name, a, b, result.wins, result.draws, result.losses, endgame)
+        table.save(self.ratings_path)
 
     @functools.cached_property
     def egdb(self) -> Egdb | None:
