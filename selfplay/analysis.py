@@ -113,8 +113,12 @@ class GameSearch:
         deadline = time.perf_counter() + seconds if seconds is not None else math.inf
         search = self._rooted_at(game)
         search.start(0, simulations if simulations is not None else self.capacity)
-        while not search.complete()[0] and time.perf_counter() < deadline:
+        # At least one step even when the time is already spent (a loaded machine, the kernels compiling):
+        # a player on the clock must answer with a move.
+        while not search.complete()[0]:
             search.step(self.evaluator)
+            if time.perf_counter() >= deadline:
+                break
         search.stop(0)
         analysis = analysis_of(search, game.position)
         if self.egdb is not None and game.position.piece_count() <= self.egdb.max_pieces:

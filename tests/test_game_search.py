@@ -78,6 +78,16 @@ def test_a_time_limit_stops_the_search_and_keeps_its_moves():
     assert 64 <= quick.simulations < 64 + SINGLE_GAME_LEAVES
 
 
+def test_a_time_limit_already_spent_still_gives_a_move():
+    # On a loaded machine the time can run out before the first network call (re-rooting, compiling the
+    # kernels): a player on the clock must still answer with a legal move, not an analysis without moves.
+    search, game = GameSearch(HashEvaluator(seed=4)), Game()
+    for _ in range(2):  # a fresh tree, then a kept one
+        analysis = search.analyse(game, seconds=0.0)
+        assert analysis.simulations >= 1 and best_move(analysis) in game.legal_moves()
+        game.play(best_move(analysis))
+
+
 def test_a_search_needs_a_limit():
     with pytest.raises(ValueError):
         GameSearch(HashEvaluator()).analyse(Game())
