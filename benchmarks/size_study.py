@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from network_bench import planes_of, random_positions, timed
+from selfplay.analysis import SINGLE_GAME_LEAVES
 from single_game_bench import play_one_game
 from selfplay.evaluators import CachedEvaluator
 from selfplay.search import SearchConfig
@@ -37,7 +39,6 @@ from train.learning import HeadWeights, Learner, OptimConfig
 from train.pretrain_dataset import PretrainDataset
 from zero.checkpoint import load_checkpoint
 from zero.data import require_data_file
-from zero.encoding import NUM_PLANES
 from zero.inference import Evaluator
 from zero.network import NetworkConfig, PolicyValueNet, parameter_count
 
@@ -101,14 +102,10 @@ def speed(path: Path, seconds: float, plies: int) -> dict:
     """Inference positions/s at 16 a call and simulations a move at `seconds` a move, one thread."""
     torch.set_num_threads(1)
     evaluator = Evaluator(load_checkpoint(path).build_network(), "cpu")
-    planes = np.random.default_rng(0).random((16, NUM_PLANES, 8, 8), dtype=np.float32)
-    evaluator.evaluate(planes)
-    calls, start = 0, time.perf_counter()
-    while time.perf_counter() - start < 3.0:
-        evaluator.evaluate(planes)
-        calls += 1
-    per_s = calls * 16 / (time.perf_counter() - start)
-    game = play_one_game(CachedEvaluator(evaluator), SearchConfig(leaves_per_tree=16), seconds, plies)
+    planes = planes_of(random_positions(SINGLE_GAME_LEAVES)[0], SINGLE_GAME_LEAVES)
+    per_s = timed(lambda: evaluator.evaluate(planes), SINGLE_GAME_LEAVES, 3.0)
+    config = SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES)
+    game = play_one_game(CachedEvaluator(evaluator), config, seconds, plies)
     return {"backend": evaluator.backend, "inference_16": per_s, "sims_per_move": game["sims"],
             "root_visits_per_move": game["root"]}
 
