@@ -1,13 +1,17 @@
 """Network size study (issue 13 part 2): which tower plays best at 0.1 s a move on one CPU core?
 
     python benchmarks/size_study.py --minutes 25 [--sizes 4x48 6x64 8x96] [--out runs/size-study]
+    python benchmarks/size_study.py --epochs 4 --sizes 4x48 6x64 --out runs/converge
     python benchmarks/split_match.py "mcts:runs/size-study/4x48.pt:t0.1" "mcts:runs/size-study/6x64.pt:t0.1"
 
-1. Pretraining with one budget: every size trains on OCA at the same time, one torch thread each, so they share
-   the machine equally. A probe first measures each size's training rate under that sharing; each run is then
-   given the steps that fit in --minutes, so that every one-cycle schedule completes (a run cut by a time limit
-   would end at a high learning rate and look worse than it is). Everything else is `pretrain train`'s defaults;
-   only the tower (blocks x channels) changes.
+1. Pretraining, in one of two ways. Everything else is `pretrain train`'s defaults; only the tower (blocks x
+   channels) and the steps change.
+   - With one time budget (--minutes): every size trains on OCA at the same time, one torch thread each, so
+     they share the machine equally. A probe first measures each size's training rate under that sharing; each
+     run is then given the steps that fit in --minutes, so that every one-cycle schedule completes (a run cut by
+     a time limit would end at a high learning rate and look worse than it is).
+   - To convergence (--epochs): every size sees the same number of epochs of the train split, one size after
+     another with all of torch's threads, validated twice an epoch so the learning curve shows where it flattens.
 2. Quality: the test split's top-1 on expert moves and value cross-entropy, as `pretrain train` reports them.
 3. Speed, each size alone on one thread with the fastest CPU backend (ONNX Runtime): positions/s at 16
    positions a call (what GameSearch sends), and the simulations a move in a game at 0.1 s a move
@@ -63,11 +67,31 @@ def probe_rate(size: str, data_dir: str, seconds: float, batch: int, queue: mp.Q
     queue.put((size, steps * batch / (time.perf_counter() - start)))
 
 
-def pretrain_all(sizes: list[str], data_dir: str, out: Path, minutes: float, probe_seconds: float,
-                 batch: int) -> dict[str, float]:
-    todo = [s for s in sizes if not (out / f"{s}.pt").exists()]
-    if not todo:
-        return {}
+def pretrain_command(size: str, data_dir: str, out: Path, steps: int, batch: int, *settings: str) -> list[str]:
+    net = tower(size)
+    command = [sys.executable, "-m", "play.cli", "pretrain", "train", "--data", data_dir,
+               "--out", str(out / f"{size}.pt"), "--run-dir", str(out / f"pretrain-{size}"), "--no-wandb",
+               "--quiet", "--restart", "--set", f"network.blocks={net.blocks}",
+               "--set", f"network.channels={net.channels}", "--set", f"steps={steps}",
+               "--set", f"batch_size={batch}", "--set", "baseline_positions=1"]
+    for setting in settings:
+        command += ["--set", setting]
+    return command
+
+
+def start_pretraining(size: str, out: Path, command: list[str]) -> tuple[str, subprocess.Popen, object]:
+    log = open(out / f"pretrain-{size}.log", "w")
+    return size, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), log
+
+
+def finish_pretraining(out: Path, size: str, proc: subprocess.Popen, log) -> None:
+    if proc.wait() != 0:
+        raise SystemExit(f"pretraining {size} failed: see {out / f'pretrain-{size}.log'}")
+    log.close()
+
+
+def pretrain_with_budget(todo: list[str], data_dir: str, out: Path, minutes: float, probe_seconds: float,
+                         batch: int) -> dict[str, float]:
     queue: mp.Queue = mp.get_context("spawn").Queue()
     probes = [mp.get_context("spawn").Process(target=probe_rate, args=(s, data_dir, probe_seconds, batch, queue))
               for s in todo]
@@ -79,23 +103,24 @@ def pretrain_all(sizes: list[str], data_dir: str, out: Path, minutes: float, pro
     runs = []
     for size in todo:
         steps = max(int(rates[size] * minutes * 60 / batch), 20)
-        net = tower(size)
         print(f"{size}: {rates[size]:.0f} samples/s while sharing -> {steps} steps "
               f"({steps * batch:,} samples) in {minutes:g} minutes", flush=True)
-        command = [sys.executable, "-m", "play.cli", "pretrain", "train", "--data", data_dir,
-                   "--out", str(out / f"{size}.pt"), "--run-dir", str(out / f"pretrain-{size}"), "--no-wandb",
-                   "--quiet", "--restart", "--set", f"network.blocks={net.blocks}",
-                   "--set", f"network.channels={net.channels}", "--set", f"steps={steps}", "--set", "threads=1",
-                   "--set", f"batch_size={batch}", "--set", f"eval_every={max(steps // 5, 1)}",
-                   "--set", f"checkpoint_every={max(steps // 5, 1)}", "--set", "val_positions=4096",
-                   "--set", "baseline_positions=1", "--set", f"max_minutes={minutes * 1.5:g}"]
-        log = open(out / f"pretrain-{size}.log", "w")
-        runs.append((size, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), log))
-    for size, proc, log in runs:
-        if proc.wait() != 0:
-            raise SystemExit(f"pretraining {size} failed: see {out / f'pretrain-{size}.log'}")
-        log.close()
+        every = max(steps // 5, 1)
+        runs.append(start_pretraining(size, out, pretrain_command(
+            size, data_dir, out, steps, batch, "threads=1", f"eval_every={every}", f"checkpoint_every={every}",
+            "val_positions=4096", f"max_minutes={minutes * 1.5:g}")))
+    for run in runs:
+        finish_pretraining(out, *run)
     return rates
+
+
+def pretrain_for_epochs(todo: list[str], data_dir: str, out: Path, epochs: float, batch: int) -> None:
+    per_epoch = len(PretrainDataset.open(data_dir).rows("train")) // batch
+    steps = max(int(epochs * per_epoch), 20)
+    for size in todo:
+        print(f"{size}: {epochs:g} epochs = {steps} steps of {batch}", flush=True)
+        finish_pretraining(out, *start_pretraining(size, out, pretrain_command(
+            size, data_dir, out, steps, batch, f"eval_every={max(per_epoch // 2, 1)}")))
 
 
 def speed(path: Path, seconds: float, plies: int) -> dict:
@@ -114,6 +139,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["4x48", "6x64", "8x96"], help="towers, BLOCKSxCHANNELS")
     parser.add_argument("--minutes", type=float, default=25.0, help="pretraining budget of every size")
+    parser.add_argument("--epochs", type=float, default=0.0,
+                        help="instead of --minutes: train every size for this many epochs, one after another")
     parser.add_argument("--probe-seconds", type=float, default=60.0)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--data", default=None, help="pretraining dataset (default: build one from OCA in OUT/oca)")
@@ -128,7 +155,12 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "play.cli", "pretrain", "dataset", "--quiet", "--out", data_dir,
                         "--pdn", str(require_data_file("OCA_2.0.pdn"))], check=True)
     print(f"load average {os.getloadavg()[0]:.1f} at start", flush=True)
-    rates = pretrain_all(args.sizes, data_dir, out, args.minutes, args.probe_seconds, args.batch)
+    todo = [s for s in args.sizes if not (out / f"{s}.pt").exists()]
+    rates: dict[str, float] = {}
+    if todo and args.epochs:
+        pretrain_for_epochs(todo, data_dir, out, args.epochs, args.batch)
+    elif todo:
+        rates = pretrain_with_budget(todo, data_dir, out, args.minutes, args.probe_seconds, args.batch)
     results = {}
     for size in args.sizes:
         ck = load_checkpoint(out / f"{size}.pt")
