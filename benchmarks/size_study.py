@@ -123,10 +123,10 @@ def pretrain_for_epochs(todo: list[str], data_dir: str, out: Path, epochs: float
             size, data_dir, out, steps, batch, f"eval_every={max(per_epoch // 2, 1)}")))
 
 
-def speed(path: Path, seconds: float, plies: int) -> dict:
+def speed(net: PolicyValueNet, seconds: float, plies: int) -> dict:
     """Inference positions/s at 16 a call and simulations a move at `seconds` a move, one thread."""
     torch.set_num_threads(1)
-    evaluator = Evaluator(load_checkpoint(path).build_network(), "cpu")
+    evaluator = Evaluator(net, "cpu")
     planes = planes_of(random_positions(SINGLE_GAME_LEAVES)[0], SINGLE_GAME_LEAVES)
     per_s = timed(lambda: evaluator.evaluate(planes), SINGLE_GAME_LEAVES, 3.0)
     config = SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES)
@@ -164,11 +164,11 @@ def main() -> None:
     results = {}
     for size in args.sizes:
         ck = load_checkpoint(out / f"{size}.pt")
-        m = ck.metrics or {}
-        results[size] = {"parameters": parameter_count(ck.build_network()), "steps": m.get("steps"),
+        net, m = ck.build_network(), ck.metrics or {}
+        results[size] = {"parameters": parameter_count(net), "steps": m.get("steps"),
                          "samples": m.get("samples_seen"), "probe_samples_per_s": rates.get(size),
                          "top1": m["policy"]["top1"], "value_ce": m["value"]["ce"],
-                         **speed(out / f"{size}.pt", args.seconds, args.plies)}
+                         **speed(net, args.seconds, args.plies)}
         print(size, json.dumps(results[size]), flush=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\n| tower | parameters | samples seen | test top-1 | value CE | ONNX pos/s at 16 | sims/move at "
