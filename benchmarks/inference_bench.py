@@ -19,7 +19,8 @@ import torch
 
 from network_bench import planes_of, random_positions, timed
 from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-from zero.inference import Evaluator, export_onnx
+from zero.inference import Evaluator
+from zero.onnx_model import export_onnx
 from zero.network import parameter_count
 
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from selfplay.records import POLICY_SLOTS, POSITION_FIELDS, GameRecord, PositionRows
 from selfplay.search import BatchedSearch, RootNoise, SearchConfig, visit_policy
+from zero.config import INFERENCE_PRECISIONS
 from zero.encoding import move_action
 from zero.game import Game, Move, Position, RulesConfig, Termination
 from zero.rundir import RunDir, RunDirError
@@ -77,6 +78,9 @@ class SelfPlayConfig:
     gpu_games_in_flight: int = 512
     gpu_leaves_per_tree: int = 4
     torch_threads: int = 1  # CPU threads per actor for inference
+    # "auto": the checkpoint's int8 model on the CPU (zero.quantized, about twice float32's evaluations a
+    # second), float32 (bf16 autocast) on a GPU; "float32" everywhere; "int8" only on the CPU.
+    precision: str = "auto"
     checkpoint_poll_seconds: float = 30.0  # how often to look for a newer best checkpoint
     commit_positions: int = 1024  # replay writer: commit once this many positions are queued
     commit_seconds: float = 30.0  # ... or once the oldest queued game has waited this long
@@ -101,6 +105,9 @@ class SelfPlayConfig:
             raise ValueError("selfplay.dirichlet_alpha must be positive")
         if self.temperature < 0 or self.final_temperature < 0 or self.temperature_plies < 0:
             raise ValueError("selfplay temperatures and temperature_plies must not be negative")
+        if self.precision not in INFERENCE_PRECISIONS:
+            raise ValueError(f"selfplay.precision must be one of {', '.join(INFERENCE_PRECISIONS)}, "
+                             f"not {self.precision!r}")
 
     def temperature_at(self, ply: int) -> float:
         return self.temperature if ply < self.temperature_plies else self.final_temperature
@@ -281,7 +288,7 @@ class Actor:
         from zero.inference import Evaluator
 
         torch.set_num_threads(self.config.torch_threads)
-        return Evaluator.from_checkpoint(info.path, device=self.config.device)
+        return Evaluator.from_checkpoint(info.path, device=self.config.device, precision=self.config.precision)
 
     def _newer_generation(self, newest: _Generation) -> _Generation | None:
         """A generation for a best checkpoint newer than `newest`'s, if there is one that loads."""

@@ -12,6 +12,9 @@
                            played from it (the largest database built, the 4-piece one built on first use)
     mcts...:dbleaves       the same, and its positions are exact leaves of the search too
                            (search.database_leaves)
+    policy...:f32, mcts...:f32
+                           the network in float32 instead of its int8 model (on the CPU, where int8 is the
+                           default: zero.quantized)
 
 NET is a checkpoint file or a run directory (its current best network); left out, the shipped network.
 Every kind of player is wired here, explicitly: nothing registers itself on import.
@@ -35,8 +38,9 @@ MAX_TIMED_SIMULATIONS = 20_000
 SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
              "search, default 200 simulations; mcts[:NET]:tS searches S seconds a move); NET is a checkpoint file or a run directory (its best network), "
              "the shipped network when left out; a trailing :db plays the endgame database's positions from it, :dbleaves also "
-             "makes them exact leaves of the search")
+             "makes them exact leaves of the search; a trailing :f32 runs the network in float32 instead of int8")
 _AB_SHORTHAND = re.compile(r"ab(\d+)")
+OPTIONS = ("dbleaves", "db", "f32")  # longest first: "db" also ends "dbleaves"
 
 
 class PlayerSpecError(ValueError):
@@ -65,21 +69,23 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
             raise PlayerSpecError(f"alpha-beta needs a depth of at least 1 ply (e.g. alphabeta:6 or ab6) or a time "
                                   f"(alphabeta:t0.1), got {args!r}")
         return AlphaBetaPlayer(int(args), seed=seed)
+    args, options = _trailing_options(args)
+    precision = "float32" if "f32" in options else "auto"
     if name == "policy":
+        if options - {"f32"}:
+            raise PlayerSpecError(f"only mcts players take :db or :dbleaves, got {spec!r}")
         from zero.inference import PolicyPlayer
 
         # One position per call is too small a batch to gain from a GPU.
-        return PolicyPlayer(_evaluator(args, "cpu"), name=f"policy:{args or 'default'}", seed=seed)
+        return PolicyPlayer(_evaluator(args, "cpu", precision), name=f"policy:{args or 'default'}"
+                            + (":f32" if "f32" in options else ""), seed=seed)
     if name == "mcts":
         egdb, leaves = None, False
-        for suffix in ("dbleaves", "db"):
-            if args == suffix or args.endswith(":" + suffix):
-                from zero.egdb_build import largest_available
+        if options & {"db", "dbleaves"}:
+            from zero.egdb_build import largest_available
 
-                args = args[: -len(suffix)].rstrip(":")
-                egdb, leaves = largest_available(), suffix == "dbleaves"
-                break
-        tag = "" if egdb is None else ":dbleaves" if leaves else ":db"
+            egdb, leaves = largest_available(), "dbleaves" in options
+        tag = ("" if egdb is None else ":dbleaves" if leaves else ":db") + (":f32" if "f32" in options else "")
         net, _, budget = args.rpartition(":")
         seconds = _seconds(budget[1:]) if budget.startswith("t") else None
         if seconds is not None:  # (a checkpoint whose name starts with t is no time: t1.pt is no number)
@@ -88,14 +94,14 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
             config = dataclasses.replace(search or SearchConfig(), leaves_per_tree=SINGLE_GAME_LEAVES,
                                          database_leaves=leaves)
             return NetworkPlayer(f"mcts:{net or 'default'}:t{seconds:g}{tag}",
-                                 CachedEvaluator(_evaluator(net, None)), MAX_TIMED_SIMULATIONS, config,
+                                 CachedEvaluator(_evaluator(net, None, precision)), MAX_TIMED_SIMULATIONS, config,
                                  seconds=seconds, egdb=egdb)
         if not budget.isdigit():
             net, budget = args, ""
         simulations = int(budget) if budget else DEFAULT_MCTS_SIMULATIONS
         if simulations < 1:
             raise PlayerSpecError(f"mcts needs at least 1 simulation, got {spec!r}")
-        return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}{tag}", _evaluator(net, None),
+        return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}{tag}", _evaluator(net, None, precision),
                              simulations, dataclasses.replace(search or SearchConfig(), database_leaves=leaves),
                              egdb=egdb)
     raise PlayerSpecError(f"unknown player {spec!r}; players: {SPEC_HELP}")
@@ -109,12 +115,25 @@ def _seconds(text: str) -> float | None:
     return value if 0 < value < float("inf") else None
 
 
-def _evaluator(net: str, device: str | None):
+def _trailing_options(args: str) -> tuple[str, set[str]]:
+    """A spec's arguments without its trailing options (:db, :dbleaves, :f32, in any order), and those."""
+    options: set[str] = set()
+    while True:
+        for option in OPTIONS:
+            if args == option or args.endswith(":" + option):
+                args = args[: -len(option)].rstrip(":")
+                options.add(option)
+                break
+        else:
+            return args, options
+
+
+def _evaluator(net: str, device: str | None, precision: str = "auto"):
     """The evaluator of a network named in a spec (on `device`, or the GPU when there is one)."""
     from zero.checkpoint import CheckpointError, resolve_checkpoint
     from zero.inference import Evaluator
 
     try:
-        return Evaluator.from_checkpoint(resolve_checkpoint(net), device=device)
+        return Evaluator.from_checkpoint(resolve_checkpoint(net), device=device, precision=precision)
     except CheckpointError as exc:
         raise PlayerSpecError(str(exc)) from None

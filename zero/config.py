@@ -27,6 +27,10 @@ import tomli_w
 
 T = TypeVar("T")
 
+# What a setting may ask the CPU's network evaluations to run in (zero.inference): "auto" is the
+# checkpoint's int8 model where it runs (the CPU with onnxruntime), else float32 (bf16 autocast on a GPU).
+INFERENCE_PRECISIONS = ("auto", "float32", "int8")
+
 
 class ConfigError(ValueError):
     """A config file or override that does not fit the settings class (the message says where)."""

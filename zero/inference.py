@@ -1,27 +1,31 @@
 """Running the network on positions: a batched evaluator (numpy in, numpy out) and the raw-policy player.
 
 The Evaluator picks CUDA when torch sees a GPU and then runs under bf16 autocast (the outputs are returned
-as float32). On the CPU it runs in float32 through ONNX Runtime when that is installed (the network is
-exported once, when the evaluator is made): at one thread it evaluates the shipped network 1.4x to 3.7x as
-fast as torch eager (batches 256 to 1), and as fast as OpenVINO or faster at the batch sizes a search sends
+as float32). On the CPU it runs through ONNX Runtime when that is installed (the network is exported once,
+when the evaluator is made): at one thread float32 evaluates the shipped network 1.4x to 3.7x as fast as
+torch eager (batches 256 to 1), and as fast as OpenVINO or faster at the batch sizes a search sends
 (benchmarks/inference_bench.py, benchmarks/RESULTS.md). torch eager is the fallback, and the choice is
 automatic ("auto"); "torch" or "onnxruntime" force one. Gradients are never tracked.
+
+Precision: an evaluator made from a checkpoint runs, on the CPU, the checkpoint's int8 model by default
+(zero.quantized: about twice float32's speed, derived once and cached beside the checkpoint); training,
+gating and GPUs keep float32 (bf16 autocast on a GPU), and precision="float32" asks for it anywhere.
 """
 
 from __future__ import annotations
 
-import io
 import logging
-import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from zero.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
+from zero.config import INFERENCE_PRECISIONS
 from zero.encoding import NUM_PLANES, encode_game, move_action
 from zero.game import Game, Move
 from zero.network import PolicyValueNet
+from zero.onnx_model import export_onnx, onnx_session
 
 log = logging.getLogger(__name__)
 
@@ -32,52 +36,16 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-class _Heads(torch.nn.Module):
-    """The network's outputs as a plain tuple (policy logits, WDL probabilities[, plies left]): what the
-    exported graph returns, so that ONNX Runtime's answers need no further work."""
-
-    def __init__(self, net: PolicyValueNet) -> None:
-        super().__init__()
-        self.net = net
-
-    def forward(self, planes: torch.Tensor):
-        out = self.net(planes)
-        wdl = torch.softmax(out.wdl_logits, dim=1)
-        return (out.policy_logits, wdl) if out.moves_left is None else (out.policy_logits, wdl, out.moves_left)
-
-
-def export_onnx(net: PolicyValueNet) -> bytes:
-    """The network (in inference mode, any batch size) as an ONNX graph with input `planes` and the outputs
-    of `_Heads`; ImportError without the onnx package. The TorchScript exporter takes a fraction of a
-    second here where the dynamo one takes seconds."""
-    heads = _Heads(net.cpu()).eval()  # export puts the module back in the mode it found it in
-    buffer = io.BytesIO()
-    with warnings.catch_warnings():  # the TorchScript exporter's deprecation notice, and tracer warnings
-        warnings.simplefilter("ignore")
-        torch.onnx.export(heads, (torch.zeros(1, NUM_PLANES, 8, 8),), buffer, input_names=["planes"],
-                          dynamic_axes={"planes": {0: "batch"}}, dynamo=False, opset_version=18)
-    return buffer.getvalue()
-
-
-def onnx_session(net: PolicyValueNet):
-    """An ONNX Runtime session over the network (CPU, torch's thread count); ImportError without
-    onnxruntime and onnx installed."""
-    import onnxruntime
-
-    graph = export_onnx(net)
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = torch.get_num_threads()
-    options.inter_op_num_threads = 1
-    return onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
-
-
 class Evaluator:
     """Evaluates batches of encoded positions with one network on one device (see the module doc for the
     backend). The network's weights are read when the evaluator is made."""
 
-    def __init__(self, net: PolicyValueNet, device: str | torch.device | None = None, backend: str = "auto") -> None:
+    def __init__(self, net: PolicyValueNet, device: str | torch.device | None = None, backend: str = "auto",
+                 precision: str = "float32", source: Path | None = None) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"inference backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if precision not in INFERENCE_PRECISIONS:
+            raise ValueError(f"inference precision must be one of {', '.join(INFERENCE_PRECISIONS)}, got {precision!r}")
         self.device = torch.device(device) if device is not None else default_device()
         self.net = net.to(self.device).eval()
         self.config = net.config
@@ -85,19 +53,36 @@ class Evaluator:
         self._session = None
         if backend == "onnxruntime" and self.device.type != "cpu":
             raise ValueError("the onnxruntime backend runs on the CPU")
+        if precision == "int8" and (self.device.type != "cpu" or backend == "torch"):
+            raise ValueError("int8 inference runs on the CPU through onnxruntime")
         if backend == "onnxruntime" or (backend == "auto" and self.device.type == "cpu"):
             try:
-                self._session = onnx_session(self.net)
+                self._session = onnx_session(self._graph(precision, source))
             except ImportError as exc:
-                if backend == "onnxruntime":
+                if backend == "onnxruntime" or precision == "int8":
                     raise ValueError(f"the onnxruntime backend needs onnxruntime and onnx installed ({exc})") from None
                 log.debug("onnxruntime not available (%s): torch eager on the CPU", exc)
         self.backend = "onnxruntime" if self._session is not None else "torch"
+        self.precision = ("int8" if precision != "float32" else "float32") if self._session is not None else (
+            "bfloat16" if self._autocast else "float32")
+
+    def _graph(self, precision: str, source: Path | None) -> bytes:
+        """The ONNX graph to run: the int8 model (zero.quantized: cached beside `source`, the checkpoint the
+        network came from, when there is one) unless float32 is asked for. ImportError without onnxruntime."""
+        if precision == "float32":
+            return export_onnx(self.net)
+        import onnxruntime  # noqa: F401  (an ImportError here means float32 through torch, not a failed build)
+
+        from zero.quantized import int8_graph
+
+        return int8_graph(Checkpoint(self.net.config, self.net.state_dict(), path=source))
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path = DEFAULT_CHECKPOINT, device: str | torch.device | None = None) -> "Evaluator":
-        """Evaluator over a checkpoint's network (raises zero.checkpoint.CheckpointError for a bad file)."""
-        return cls(load_checkpoint(path).build_network(), device)
+    def from_checkpoint(cls, path: str | Path = DEFAULT_CHECKPOINT, device: str | torch.device | None = None,
+                        precision: str = "auto") -> "Evaluator":
+        """Evaluator over a checkpoint's network (raises zero.checkpoint.CheckpointError for a bad file). With
+        precision "auto" the CPU runs the checkpoint's int8 model (see the module doc)."""
+        return cls(load_checkpoint(path).build_network(), device, precision=precision, source=Path(path))
 
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """planes float32 [N, NUM_PLANES, 8, 8] -> (policy logits float32 [N, 1024] unmasked,

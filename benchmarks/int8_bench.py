@@ -1,0 +1,133 @@
+"""The int8 model against float32: judgement on the OCA test split, speed, and where the time goes.
+
+    python benchmarks/int8_bench.py [--checkpoint PATH] [--dataset runs/expert-oca] [--batches 16 128]
+
+(the dataset: `checkers-zero pretrain dataset --pdn ../shared/data/OCA_2.0.pdn --out runs/expert-oca`)
+
+Judgement, on the test split's positions with a choice (not forced): the share where the int8 model plays
+the float32 network's move (the legal action with the highest logit), each model's top-1 against the
+expert's move and value cross-entropy against the game result, and the largest and mean change of the WDL.
+Speed: positions/s at one thread through zero.inference.Evaluator (numpy in and out, as the search calls
+it), the two models taking turns a second at a time in one process, so their ratio holds on a shared
+machine. Time per operator:
+ONNX Runtime's own profile of each model at the first batch size (convolutions, matrix products,
+quantize/dequantize, the rest), and the share of a call spent outside the operators (the runtime's
+overhead per call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import tempfile
+
+import numpy as np
+import torch
+
+from network_bench import timed
+from train.pretrain_dataset import open_dataset
+from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from zero.inference import Evaluator
+from zero.onnx_model import export_onnx
+from zero.quantized import int8_graph
+
+
+def judgement(evaluator: Evaluator, batches: list) -> dict[str, np.ndarray]:
+    """The chosen legal action and the WDL of every position, batch by batch."""
+    choice, wdl = [], []
+    for b in batches:
+        logits, w = evaluator.evaluate(b.planes.numpy())
+        choice.append(np.where(b.legal.numpy(), logits, -np.inf).argmax(axis=1))
+        wdl.append(w)
+    return {"choice": np.concatenate(choice), "wdl": np.concatenate(wdl)}
+
+
+def operator_profile(graph: bytes, planes: np.ndarray, calls: int = 200) -> tuple[float, dict[str, float]]:
+    """Microseconds a call, and microseconds a call per operator type, from ONNX Runtime's profiler."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.enable_profiling = True
+    with tempfile.TemporaryDirectory() as tmp:
+        options.profile_file_prefix = os.path.join(tmp, "profile")
+        session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        for _ in range(calls):
+            session.run(None, {"planes": planes})
+        with open(session.end_profiling()) as fh:
+            events = json.load(fh)
+    per_op: collections.Counter = collections.Counter()
+    run_us, runs = 0.0, 0
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            per_op[e["args"]["op_name"]] += e["dur"]
+        elif e.get("cat") == "Session" and e["name"] == "model_run":
+            run_us, runs = run_us + e["dur"], runs + 1
+    return run_us / runs, {op: us / runs for op, us in per_op.most_common()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
+    parser.add_argument("--dataset", default="runs/expert-oca", help="a pretraining dataset (its test split)")
+    parser.add_argument("--batches", nargs="+", type=int, default=[16, 128])
+    parser.add_argument("--seconds", type=float, default=4.0, help="timed seconds per speed figure")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    checkpoint = load_checkpoint(args.checkpoint)
+    models = {"float32": Evaluator.from_checkpoint(args.checkpoint, "cpu", precision="float32"),
+              "int8": Evaluator.from_checkpoint(args.checkpoint, "cpu", precision="int8")}
+    data = open_dataset(args.dataset)
+    rows = data.rows("test")
+    batches = [data.samples(rows[i:i + 1024]).to_batch(torch.device("cpu")) for i in range(0, len(rows), 1024)]
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, one thread; "
+          f"load average {os.getloadavg()[0]:.1f} at start; checkpoint {args.checkpoint}")
+
+    answers = {name: judgement(ev, batches) for name, ev in models.items()}
+    chosen = ~data.arrays["forced"][rows]
+    expert = data.arrays["action"][rows]
+    target = (1 - data.arrays["result"][rows]).astype(np.int64)
+    same = (answers["int8"]["choice"] == answers["float32"]["choice"])[chosen].mean()
+    print(f"\ntest split: {len(rows):,} positions, {chosen.sum():,} with a choice")
+    print("| model | same move as float32 | top-1 (expert move) | value CE |")
+    print("|---|---:|---:|---:|")
+    for name, a in answers.items():
+        top1 = (a["choice"] == expert)[chosen].mean()
+        ce = -np.log(np.maximum(a["wdl"][np.arange(len(rows)), target], 1e-12)).mean()
+        agree = "100 %" if name == "float32" else f"{same:.2%}"
+        print(f"| {name} | {agree} | {top1:.2%} | {ce:.4f} |")
+    change = np.abs(answers["int8"]["wdl"] - answers["float32"]["wdl"])
+    print(f"WDL change: largest {change.max():.3f}, mean {change.mean():.4f}")
+
+    planes = batches[0].planes.numpy()
+    print("\n| model | " + " | ".join(f"b={b} pos/s" for b in args.batches) + " |")
+    print("|---|" + "---:|" * len(args.batches))
+    rates = {name: [] for name in models}
+    for b in args.batches:
+        # The models take turns, a second each, so that a change of load falls on both alike.
+        rounds = {name: [] for name in models}
+        for _ in range(max(1, round(args.seconds))):
+            for name, ev in models.items():
+                rounds[name].append(timed(lambda: ev.evaluate(planes[:b]), b, 1.0, warmup=1))
+        for name in models:
+            rates[name].append(float(np.median(rounds[name])))
+    for name, r in rates.items():
+        print(f"| {name} | " + " | ".join(f"{x:,.0f}" for x in r) + " |")
+    print("| int8 / float32 | " + " | ".join(f"{i / f:.2f}x" for i, f in zip(rates["int8"], rates["float32"])) + " |")
+
+    b = args.batches[0]
+    graphs = {"float32": export_onnx(checkpoint.build_network()), "int8": int8_graph(checkpoint)}
+    print(f"\ntime per call at b={b} by operator (ONNX Runtime's profiler, microseconds):")
+    for name, graph in graphs.items():
+        call_us, ops = operator_profile(graph, planes[:b])
+        inside = sum(ops.values())
+        print(f"{name}: {call_us:,.0f} us a call, {1 - inside / call_us:.1%} outside the operators; "
+              + ", ".join(f"{op} {us:,.0f} ({us / inside:.0%})" for op, us in ops.items() if us / inside >= 0.01))
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""The int8 model: it plays the float32 network's moves, and its cache beside the checkpoint is used only
+while it matches the checkpoint and the code (rebuilt, with a message, when either changed or it is
+damaged)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import zero.quantized as quantized
+from zero.checkpoint import DEFAULT_CHECKPOINT, save_checkpoint
+from zero.encoding import encode_game, move_action
+from zero.game import Game
+from zero.inference import Evaluator
+from zero.network import NetworkConfig, PolicyValueNet
+
+pytest.importorskip("onnxruntime")
+
+TINY = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
+
+
+def sampled_positions(evaluator: Evaluator, count: int, seed: int) -> list[Game]:
+    """Positions of games whose moves are drawn from the evaluator's raw policy (copies of the games)."""
+    rng = np.random.default_rng(seed)
+    games, game = [], Game()
+    while len(games) < count:
+        legal = game.legal_moves()
+        if len(legal) > 1:
+            games.append(Game(moves=list(game.moves)))
+        logits, _ = evaluator.evaluate(encode_game(game)[None])
+        scores = logits[0, [move_action(m, game.position.black_to_move) for m in legal]]
+        probs = np.exp(scores - scores.max())
+        game.play(legal[rng.choice(len(legal), p=probs / probs.sum())])
+        if game.outcome is not None:
+            game = Game()
+    return games
+
+
+def best_moves(evaluator: Evaluator, games: list[Game]) -> tuple[list, np.ndarray]:
+    logits, wdl = evaluator.evaluate(np.stack([encode_game(g) for g in games]))
+    moves = []
+    for row, game in zip(logits, games):
+        legal = game.legal_moves()
+        moves.append(legal[int(np.argmax([row[move_action(m, game.position.black_to_move)] for m in legal]))])
+    return moves, wdl
+
+
+def test_the_int8_model_plays_the_float32_networks_move(tmp_path):
+    """On positions with a choice from the shipped network's own games (others than its calibration
+    games), int8 plays float32's move in nearly all of them (benchmarks/int8_bench.py measures 98.9 % on
+    the OCA test split) and moves the win/draw/loss little."""
+    path = tmp_path / "shipped.pt"
+    path.write_bytes(DEFAULT_CHECKPOINT.read_bytes())
+    float32 = Evaluator.from_checkpoint(path, "cpu", precision="float32")
+    int8 = Evaluator.from_checkpoint(path, "cpu")
+    assert (float32.precision, int8.precision) == ("float32", "int8")
+    games = sampled_positions(float32, 600, seed=7)
+    moves32, wdl32 = best_moves(float32, games)
+    moves8, wdl8 = best_moves(int8, games)
+    agreement = np.mean([a == b for a, b in zip(moves32, moves8)])
+    assert agreement >= 0.97, agreement
+    assert np.abs(wdl8 - wdl32).mean() < 0.02
+    assert np.abs(wdl8 - wdl32).max() < 0.25
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    torch.manual_seed(0)
+    path = tmp_path / "tiny.pt"
+    save_checkpoint(path, net=PolicyValueNet(TINY), net_config=TINY, step=1)
+    return path
+
+
+def derive(path, capsys) -> tuple[Evaluator, str]:
+    evaluator = Evaluator.from_checkpoint(path, "cpu")
+    assert evaluator.precision == "int8"
+    return evaluator, capsys.readouterr().err
+
+
+def test_the_int8_model_is_derived_once_and_then_read_from_beside_the_checkpoint(tiny, capsys, monkeypatch):
+    first, said = derive(tiny, capsys)
+    assert "deriving the int8 model" in said
+    cached = quantized.cache_path(tiny)
+    assert cached.exists()
+    graph = cached.read_bytes().split(b"\n", 1)[1]
+    assert b"QuantizeLinear" in graph and b"DequantizeLinear" in graph  # really quantized
+
+    def no_quantizing(net):
+        raise AssertionError("the cached model should have been used")
+
+    monkeypatch.setattr(quantized, "quantize", no_quantizing)
+    second, said = derive(tiny, capsys)
+    assert said == ""
+    planes = np.stack([encode_game(Game())] * 3)
+    np.testing.assert_array_equal(first.evaluate(planes)[0], second.evaluate(planes)[0])
+
+
+def test_a_new_checkpoint_at_the_same_path_gets_a_new_int8_model(tiny, capsys):
+    derive(tiny, capsys)
+    header_before = json.loads(quantized.cache_path(tiny).read_bytes().split(b"\n", 1)[0])
+    torch.manual_seed(1)
+    save_checkpoint(tiny, net=PolicyValueNet(TINY), net_config=TINY, step=2)
+    _, said = derive(tiny, capsys)
+    assert "stale (weights_sha256 changed): rebuilding it" in said
+    header_after = json.loads(quantized.cache_path(tiny).read_bytes().split(b"\n", 1)[0])
+    assert header_after["weights_sha256"] != header_before["weights_sha256"]
+    _, said = derive(tiny, capsys)
+    assert said == ""
+
+
+def test_a_new_encoding_version_rebuilds_the_int8_model(tiny, capsys, monkeypatch):
+    derive(tiny, capsys)
+    monkeypatch.setattr(quantized, "ENCODING_VERSION", quantized.ENCODING_VERSION + 1)
+    _, said = derive(tiny, capsys)
+    assert "stale (encoding_version changed): rebuilding it" in said
+    assert json.loads(quantized.cache_path(tiny).read_bytes().split(b"\n", 1)[0])["encoding_version"] == \
+        quantized.ENCODING_VERSION
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda data: data[:-100] + bytes(100), "damaged (the graph does not match its sha256)"),
+    (lambda data: data[: len(data) // 2], "damaged (the graph does not match its sha256)"),
+    (lambda data: b"garbage" + data, "damaged (no valid header)"),
+    (lambda data: b"", "damaged (no valid header)"),
+])
+def test_a_damaged_int8_model_is_rebuilt_never_used(tiny, capsys, damage, reason):
+    reference, _ = derive(tiny, capsys)
+    cached = quantized.cache_path(tiny)
+    intact = cached.read_bytes()
+    cached.write_bytes(damage(intact))
+    rebuilt, said = derive(tiny, capsys)
+    assert f"{cached} is {reason}: rebuilding it" in said
+    assert cached.read_bytes() == intact  # the recipe is deterministic
+    planes = np.stack([encode_game(Game())] * 2)
+    np.testing.assert_array_equal(reference.evaluate(planes)[1], rebuilt.evaluate(planes)[1])
+
+
+def test_an_int8_model_that_cannot_be_cached_is_kept_in_memory(tiny, capsys, monkeypatch):
+    def read_only(path, data):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(quantized, "atomic_write_bytes", read_only)
+    evaluator, said = derive(tiny, capsys)
+    assert "cannot cache the int8 model" in said and "Permission denied" in said
+    assert not quantized.cache_path(tiny).exists()
+    logits, wdl = evaluator.evaluate(encode_game(Game())[None])
+    assert np.isfinite(logits).all() and np.allclose(wdl.sum(), 1, atol=1e-5)
+
+
+def test_float32_is_there_when_asked_for(tiny):
+    assert Evaluator.from_checkpoint(tiny, "cpu", precision="float32").precision == "float32"
+    assert not quantized.cache_path(tiny).exists()
+    with pytest.raises(ValueError, match="precision"):
+        Evaluator.from_checkpoint(tiny, "cpu", precision="int4")
