@@ -1,7 +1,11 @@
 """Simulations a single-game search (play, analyze) runs in a fixed time from the start position, by CPU
-inference backend, with the shipped network on one thread.
+inference backend and precision, with the shipped network on one thread.
 
     python benchmarks/analysis_speed_bench.py [--seconds 0.1 0.5] [--repeat 5]
+
+Every search starts with an empty evaluation cache (a new engine, as a fresh `checkers-zero analyze` has),
+after one warm-up search has compiled the kernels and started the backend. The models take turns, one
+search each, so that a change of load falls on all alike.
 """
 
 from __future__ import annotations
@@ -9,12 +13,16 @@ from __future__ import annotations
 import argparse
 import os
 
+import numpy as np
 import torch
 
 from play.engine import Budget, Engine
 from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 from zero.game import Game
 from zero.inference import Evaluator
+
+MODELS = {"torch float32": ("torch", "float32"), "onnxruntime float32": ("onnxruntime", "float32"),
+          "onnxruntime int8": ("onnxruntime", "int8")}
 
 
 def main() -> None:
@@ -24,13 +32,19 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"load average {os.getloadavg()[0]:.1f} at start")
-    for backend in ("torch", "onnxruntime"):
-        net = load_checkpoint(DEFAULT_CHECKPOINT).build_network()
-        engine = Engine(Evaluator(net, "cpu", backend=backend), DEFAULT_CHECKPOINT)
-        engine.analyse(Game(), Budget(seconds=0.3))  # warm-up: compile the kernels, start the backend
-        for seconds in args.seconds:
-            sims = [engine.analyse(Game(), Budget(seconds=seconds)).simulations for _ in range(args.repeat)]
-            print(f"{backend:<12} {seconds:g} s a move: simulations {sims}, mean {sum(sims) / len(sims):.0f}")
+    net = load_checkpoint(DEFAULT_CHECKPOINT).build_network()
+    evaluators = {name: Evaluator(net, "cpu", backend=backend, precision=precision, source=DEFAULT_CHECKPOINT)
+                  for name, (backend, precision) in MODELS.items()}
+    for evaluator in evaluators.values():
+        Engine(evaluator, DEFAULT_CHECKPOINT).analyse(Game(), Budget(seconds=0.3))  # warm-up
+    for seconds in args.seconds:
+        sims: dict[str, list[int]] = {name: [] for name in evaluators}
+        for _ in range(args.repeat):
+            for name, evaluator in evaluators.items():
+                engine = Engine(evaluator, DEFAULT_CHECKPOINT)
+                sims[name].append(engine.analyse(Game(), Budget(seconds=seconds)).simulations)
+        for name, counts in sims.items():
+            print(f"{name:<20} {seconds:g} s a move: simulations {counts}, mean {np.mean(counts):.0f}")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

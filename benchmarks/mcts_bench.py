@@ -10,7 +10,9 @@
 3. Self-play with the shipped network on the CPU (checkpoints/shipped.pt; a randomly initialised
    NetworkConfig.small() network of the same shape when it is absent, or --checkpoint): tree reuse with
    that network, then real actors with the default SelfPlayConfig, run for --seconds each, with 1 and 2
-   actor processes. Simulations/s, network evaluations/s, positions (moves) per hour, time per stage.
+   actor processes, in float32 and int8 (selfplay.precision). Simulations/s, network evaluations/s, positions
+   (moves) per hour, time per stage. The first int8 run derives the checkpoint's int8 model (cached beside
+   it) before its clock starts.
 """
 
 from __future__ import annotations
@@ -185,6 +187,8 @@ def main() -> None:
     parser.add_argument("--actors", default="1,2", help="actor counts to measure, e.g. 1,2")
     parser.add_argument("--skip-network", action="store_true", help="only the search with the uniform evaluator")
     parser.add_argument("--checkpoint", help="network for part 3 (default: the shipped checkpoint)")
+    parser.add_argument("--precision", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],
+                        help="the actors' network precision(s) in part 3 (selfplay.precision), taking turns")
     args = parser.parse_args()
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
@@ -208,7 +212,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
         network = _ensure_network(run_dir, args.checkpoint)
-        from selfplay.actor import current_best
+        from selfplay.actor import SelfPlayConfig, current_best
         from zero.inference import Evaluator
 
         print(f"\n3. {network}, CPU")
@@ -216,14 +220,16 @@ def main() -> None:
         _print_reuse(bench_tree_reuse(Evaluator.from_checkpoint(current_best(run_dir).path, device="cpu"),
                                       trees=8, moves=15))
         print(f"self-play, default SelfPlayConfig, {args.seconds:.0f} s per run")
-        print("| actors | load avg | games done | moves | positions/hour | sims/s | net evals/s "
+        print("| precision | actors | load avg | games done | moves | positions/hour | sims/s | net evals/s "
               "| tree | encode | inference |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for actors in (int(a) for a in args.actors.split(",")):
-            t = actors_total(bench_actors(actors, args.seconds, run_dir))
-            print(f"| {actors} | {os.getloadavg()[0]:.1f} | {t['games']} | {t['moves']} | {t['positions_per_hour']:.0f} "
-                  f"| {t['sims_per_s']:.0f} | {t['evals_per_s']:.0f} | {t['tree_share']:.0f}% | "
-                  f"{t['encode_share']:.0f}% | {t['evaluate_share']:.0f}% |")
+            for precision in args.precision:
+                config = SelfPlayConfig(precision=precision)
+                t = actors_total(bench_actors(actors, args.seconds, run_dir, config))
+                print(f"| {precision} | {actors} | {os.getloadavg()[0]:.1f} | {t['games']} | {t['moves']} | {t['positions_per_hour']:.0f} "
+                      f"| {t['sims_per_s']:.0f} | {t['evals_per_s']:.0f} | {t['tree_share']:.0f}% | "
+                      f"{t['encode_share']:.0f}% | {t['evaluate_share']:.0f}% |")
 
 
 if __name__ == "__main__":
