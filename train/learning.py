@@ -235,6 +235,10 @@ def autocast(device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
 
+class TrainingDiverged(ValueError):
+    """The loss is no longer a finite number: training cannot go on from these weights."""
+
+
 class Learner:
     """A network, its optimizer and the one training step."""
 
@@ -260,6 +264,11 @@ class Learner:
             out = self.model(batch.planes)
         parts = losses(out, batch, self.label_smoothing)
         loss = total_loss(parts, self.heads)
+        if not bool(torch.isfinite(loss)):
+            # Stepping on would make every weight NaN, and the next checkpoint a network that cannot play.
+            raise TrainingDiverged(f"the training loss is {loss.item()} (the network or a setting such as "
+                                   f"the learning rate, weight decay or head weights made it diverge); "
+                                   f"stopped before writing another checkpoint")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.optim.grad_clip > 0:

@@ -26,6 +26,7 @@ from selfplay.actor import SelfPlayConfig, actors_for_machine, load_ballot, run_
 from selfplay.replay_buffer import ReplayDamage, ReplayError, ReplayReader
 from train.cluster import ClusterConfig, ClusterError, RayRoles
 from train.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_gating_log
+from train.learning import TrainingDiverged
 from train.ratings import REFERENCE, RatingsTable
 from train.supervisor import FATAL_EXIT_CODE, Supervisor
 from train.trainer import Trainer, TrainerConfig
@@ -88,7 +89,7 @@ def stops_for_good(role: str, *errors: type[Exception]):
 
 
 def trainer_role(run_dir: str, cfg: LoopConfig, initial: str) -> None:
-    with stops_for_good("trainer", ReplayDamage):
+    with stops_for_good("trainer", ReplayDamage, TrainingDiverged, CheckpointError):
         _train(run_dir, cfg, initial)
 
 
