@@ -31,8 +31,8 @@ from train.ratings import REFERENCE, RatingsTable
 from train.supervisor import FATAL_EXIT_CODE, Supervisor
 from train.trainer import Trainer, TrainerConfig
 from zero.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-from zero.config import (ConfigError, atomic_write_bytes, load_config, remove_leftover_temp_files, save_config, to_dict,
-                         write_run_record)
+from zero.config import (ConfigError, atomic_write_bytes, load_config, remove_leftover_temp_files, save_config, setting,
+                         to_dict, write_run_record)
 from zero.openings import BallotError
 from zero.rundir import RunDir, RunDirError
 from zero.wandb_logging import WandbMissing, import_wandb
@@ -53,7 +53,7 @@ class LoopConfig:
     # Self-play processes; -1 = sized for the machine (selfplay.actor.actors_for_machine): 1 on a CPU-only
     # machine, with CUDA one per core the trainer and gatekeeper leave, all feeding the GPU.
     actors: int = -1
-    status_seconds: float = 15.0  # how often the status line is printed (and logged to wandb)
+    status_seconds: float = setting(15.0, above=0)  # how often the status line is printed (and logged to wandb)
     wandb: bool = False  # log to wandb (offline: no account needed; `wandb sync` uploads later)
     wandb_mode: str = "offline"
     # Where the replay store lives: "" = the run directory; an object-store URL (s3://bucket/prefix,
@@ -67,7 +67,7 @@ class LoopConfig:
 
     def validate(self) -> None:
         """Refuse settings no process could run with, before any process starts."""
-        if self.actors < -1:
+        if self.actors < -1 or self.actors == 0:
             raise ValueError("actors must be a number of processes, or -1 (sized for the machine)")
         self.selfplay.validate()
         self.trainer.validate()
