@@ -54,7 +54,8 @@ class SelfPlayConfig:
     # holds a tree pool of hundreds of kilobytes, so 100 million asked for 34 TiB.
     games_in_flight: int = setting(64, low=1, high=MAX_GAMES_IN_FLIGHT)
     openings: str = ""  # ballot file (relative to the data folder, or absolute); "" = start position only
-    opening_share: float = setting(0.5, low=0, high=1)  # with a ballot: share of games that begin with one of its openings
+    # With a ballot: share of games that begin with one of its openings.
+    opening_share: float = setting(0.5, low=0, high=1)
     # Playout-cap randomization: a share of moves get a full search, whose visits are policy targets; the
     # others a fast one that only plays the move.
     full_simulations: int = setting(400, low=1)
@@ -68,7 +69,8 @@ class SelfPlayConfig:
     final_temperature: float = setting(0.0, low=0)  # 0 = always the most visited move
     resign_threshold: float = -0.9  # resign when the root value for the side to move falls below this
     resign_min_ply: int = 20  # no resignation before this ply
-    resign_playthrough: float = setting(0.1, low=0, high=1)  # share of games that never resign, to measure wrong resignations
+    # Share of games that never resign, to measure wrong resignations.
+    resign_playthrough: float = setting(0.1, low=0, high=1)
     # End a game at its first position in the endgame database (the largest built; the 4-piece one is built
     # on first use), with the database's value. Off by default: the moves played there are policy targets
     # and the solved-endgame mistake rate in `replay stats` shows whether the network learns endgames

@@ -232,12 +232,12 @@ def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Arra
                     readable = False
                 continue
             where = _array_dir(array) / "zarr.json"
-            if array.shape[1:] != row_shape or np.dtype(array.dtype) != dtype or array.chunks[0] != (chunk or array.chunks[0]):
+            chunk = chunk or array.chunks[0]  # the table's first column sets its chunk length
+            if array.shape[1:] != row_shape or np.dtype(array.dtype) != dtype or array.chunks[0] != chunk:
                 problems.append((where, f"stored as {array.dtype}{array.shape[1:]} in chunks of {array.chunks[0]}, "
-                                        f"expected {dtype}{row_shape} in chunks of {chunk or array.chunks[0]}"))
+                                        f"expected {dtype}{row_shape} in chunks of {chunk}"))
                 readable = False
                 continue
-            chunk = array.chunks[0]
             if array.shape[0] < committed or array.shape[0] % chunk:
                 problems.append((where, f"holds {array.shape[0]} rows, the commit record says {committed} are "
                                         f"committed (and the writer grows columns in whole chunks of {chunk})"))

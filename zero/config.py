@@ -87,7 +87,8 @@ def check_settings(cfg: Any, prefix: str = "") -> None:
             continue
         limits = f.metadata.get("limits")
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{where} = {value}: must be a finite number" + (f" {limits.describe()}" if limits else ""))
+            range_ = f" {limits.describe()}" if limits else ""
+            raise ConfigError(f"{where} = {value}: must be a finite number{range_}")
         if limits is not None and value is not None and not limits.allows(value):
             raise ConfigError(f"{where} = {value!r}: must be {limits.describe()}")
 
