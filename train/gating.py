@@ -286,6 +286,7 @@ class Gatekeeper:
             self.run.write_best(candidate, candidate_step, f"won gating match {pdn_path.name}")
         _append_gating_log(self.run_dir, entry)
         self._close_journal(name)
+        self.prune_candidates(keep=best)
         return entry
 
     @staticmethod
@@ -316,6 +317,28 @@ class Gatekeeper:
         """Record a candidate that was superseded by a newer one before its turn came."""
         _append_gating_log(self.run_dir, {"candidate": str(candidate), "candidate_step": step,
                                           "decision": "skipped"})
+        self.prune_candidates()
+
+    def prune_candidates(self, keep: Path | None = None) -> list[Path]:
+        """Delete the candidate files gating is done with: those rejected or skipped (their match, their
+        ratings and their gating entry are kept in the run's records). Kept: candidates not decided yet (gating
+        needs them), every promoted one (the chain of best networks that reports, `ship` and the model card
+        name), the current best and `keep`. A candidate is 8.6 MB with its optimizer state, one every
+        trainer.checkpoint_every steps; nothing reads a rejected or skipped one again."""
+        entries = read_gating_log(self.run_dir)
+
+        def named(decisions: tuple[str, ...]) -> set[Path]:
+            return {Path(e["candidate"]).resolve() for e in entries if e["decision"] in decisions}
+
+        best = self.run.read_best()
+        kept = named(("promote",)) | {Path(p).resolve() for p in (best and best.path, keep) if p}
+        done_with = named(("reject", "skipped")) - kept
+        removed = [path for _, path in self.run.candidates() if path in done_with]
+        for path in removed:
+            path.unlink(missing_ok=True)
+        if removed:
+            log.info("removed the candidates gating is done with: %s", ", ".join(p.name for p in removed))
+        return removed
 
     def pending_candidates(self) -> list[tuple[int, Path]]:
         """Candidates not yet decided, oldest first."""
