@@ -28,7 +28,7 @@ def test_bad_loop_settings_are_refused_when_loaded(tmp_path, override, message):
         resolve_config(tmp_path, None, [override])
 
 
-# Settings once accepted (0 of these 24 refused): the loop then hung on NaN, allocated 34 TiB, divided by
+# Settings once accepted (0 of these 23 refused): the loop then hung on NaN, allocated 34 TiB, divided by
 # zero or slept forever. Each is now one line naming the setting and what it must be.
 @pytest.mark.parametrize("override, message", [
     ("selfplay.temperature=nan", "selfplay.temperature = nan: must be a finite number at least 0"),
@@ -44,7 +44,6 @@ def test_bad_loop_settings_are_refused_when_loaded(tmp_path, override, message):
     ("gating.simulations=0", "gating.simulations = 0: must be at least 1"),
     ("gating.parallel_games=0", "gating.parallel_games = 0: must be at least 1"),
     ("gating.rating_games=-4", "gating.rating_games = -4: must be at least 0"),
-    ("actors=0", "actors must be a number of processes, or -1"),
     ("selfplay.seed=-1", "selfplay.seed = -1: must be at least 0"),
     ("selfplay.rules.max_plies=-5", "selfplay.rules.max_plies = -5: must be at least 0"),
     ("trainer.poll_seconds=-1", "trainer.poll_seconds = -1.0: must be at least 0"),
@@ -68,8 +67,11 @@ def test_settings_out_of_range_stop_the_loop_in_one_line(tmp_path, capsys, overr
     assert not (tmp_path / "run" / "loop-config.toml").exists()
 
 
-def test_actors_minus_one_still_means_sized_for_the_machine(tmp_path):
+def test_actors_minus_one_and_zero_keep_their_meaning(tmp_path):
+    # -1: sized for the machine; 0: no local actor (a loop training on a taken replay, or fed by actors on
+    # other machines through `selfplay --first-actor`).
     assert resolve_config(tmp_path, None, ["actors=-1"]).actors == -1
+    assert resolve_config(tmp_path, None, ["actors=0"]).actors == 0
 
 
 def test_a_whole_number_setting_takes_whole_floats():

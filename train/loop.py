@@ -67,7 +67,7 @@ class LoopConfig:
 
     def validate(self) -> None:
         """Refuse settings no process could run with, before any process starts."""
-        if self.actors < -1 or self.actors == 0:
+        if self.actors < -1:
             raise ValueError("actors must be a number of processes, or -1 (sized for the machine)")
         self.selfplay.validate()
         self.trainer.validate()
