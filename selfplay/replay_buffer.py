@@ -36,6 +36,12 @@ cut may lose the last commits, but the store stays readable.)
 Readers only ever read below the committed counts, so they may read while actors write: a chunk being
 replaced is read as its old or new version, both of which agree on the committed rows.
 
+Intact. Writer (on opening an actor), reader (on each refresh, for what was committed since) and
+`replay check` (everything, every chunk decoded) hold an actor's group to one definition, `_intact_problems`:
+the commit record agrees with every column's length and shape, every committed chunk exists (the writer
+stores chunks of fill values too) and the game table tiles the committed rows. A group that is not intact is
+refused with the file named, never written to or trained on.
+
 Order across actors ("newest"). Each game carries the wall-clock time of its commit. The reader orders all
 committed games by (commit time, actor, game index) and the newest `window` positions are the positions of
 the newest games in that order (the oldest game in the window contributes its last positions). With actors
@@ -221,14 +227,15 @@ def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Arra
     Also returns the new games' GAME_TABLE_COLUMNS (when the game table could be read)."""
     problems: list[tuple[Path, str]] = []
     readable = True  # missing chunks read as fill values, which the game table check below then meets
-    for (arrays, committed, done), schema in ((games, GAME_SCHEMA), (positions, POSITION_SCHEMA)):
+    for table_name, (arrays, committed, done), schema in (("games", games, GAME_SCHEMA),
+                                                          ("positions", positions, POSITION_SCHEMA)):
         chunk = None
         for name, (dtype, row_shape) in schema.items():
             array = arrays.get(name)
             if array is None:
                 if committed:
-                    problems.append((base / name, f"column missing, the commit record says {committed} rows "
-                                                  f"are committed"))
+                    problems.append((base / table_name / name, f"column missing, the commit record says "
+                                                               f"{committed} rows are committed"))
                     readable = False
                 continue
             where = _array_dir(array) / "zarr.json"
@@ -254,8 +261,10 @@ def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Arra
     if not readable:
         return problems, {}
     (game_arrays, n_games, done_games), (position_arrays, n_positions, done_positions) = games, positions
-    table = (_read_rows({c: game_arrays[c] for c in GAME_TABLE_COLUMNS}, done_games, n_games) if n_games > done_games
-             else {c: np.zeros(0, GAME_SCHEMA[c][0]) for c in GAME_TABLE_COLUMNS})
+    if n_games > done_games:
+        table = _read_rows({c: game_arrays[c] for c in GAME_TABLE_COLUMNS}, done_games, n_games)
+    else:
+        table = {c: np.zeros(0, GAME_SCHEMA[c][0]) for c in GAME_TABLE_COLUMNS}
     ends = np.concatenate([[done_positions], table["first_row"] + table["length"]])
     if ((table["first_row"] != ends[:-1]).any() or (table["length"] < 1).any() or (table["commit_time"] <= 0).any()
             or ends[-1] != n_positions):

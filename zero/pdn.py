@@ -25,7 +25,8 @@ Reading
     longest line has 88 characters, its longest game 239 plies, its largest header 7 tags): a line longer than
     MAX_LINE characters is not read (when a path is given it is not even held whole) and fails the game it
     falls in, closing any comment open there, since where that comment ends cannot be known without reading
-    the line; as it may have held the game's result too, a tag or a blank line after it ends that game; a tag value longer than MAX_TAG, a header with more than MAX_TAGS tags, or more than MAX_PLIES
+    the line; as it may have held the game's result too, a tag or a blank line after it ends that game; a
+    tag value longer than MAX_TAG, a header with more than MAX_TAGS tags, or more than MAX_PLIES
     moves fail their game and nothing more of it is kept. Reading goes on with the next game.
 
     A move written with `x` that is not a capture (or `-` for a capture) is accepted, as human archives
