@@ -37,19 +37,16 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """The values a setting allows: a range (inclusive `low` / `high`, exclusive `above` / `below`), plus
-    any `also` values outside it with a meaning of their own; or, for a string, its `choices`."""
+    """The values a setting allows: a range (inclusive `low` / `high`, exclusive `above` / `below`) or, for a
+    string, its `choices`."""
 
     low: float | None = None
     high: float | None = None
     above: float | None = None
     below: float | None = None
-    also: tuple = ()
     choices: tuple[str, ...] = ()
 
     def allows(self, value: Any) -> bool:
-        if value in self.also:
-            return True
         if self.choices:
             return value in self.choices
         return ((self.low is None or value >= self.low) and (self.high is None or value <= self.high)
@@ -67,7 +64,7 @@ class Limits:
             text = f"at least {self.low:,}" if self.low is not None else f"above {self.above:,}"
         else:
             text = f"at most {self.high:,}" if self.high is not None else f"below {self.below:,}"
-        return text + "".join(f", or {v!r}" for v in self.also)
+        return text
 
 
 def setting(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **limits) -> Any:
