@@ -37,35 +37,40 @@ import numpy as np
 
 from selfplay.records import POLICY_SLOTS, POSITION_FIELDS, GameRecord, PositionRows
 from selfplay.search import BatchedSearch, RootNoise, SearchConfig, visit_policy
-from zero.config import INFERENCE_PRECISIONS
+from zero.config import INFERENCE_PRECISIONS, check_settings, setting
 from zero.encoding import move_action
 from zero.game import Game, Move, Position, RulesConfig, Termination
 from zero.rundir import RunDir, RunDirError
 
 log = logging.getLogger(__name__)
+MAX_GAMES_IN_FLIGHT = 16_384
 
 @dataclass
 class SelfPlayConfig:
     """Settings of self-play actors (the `selfplay` command's --config / --set; `[selfplay]` in the loop's).
     How a tree is searched is `search` (PUCT); everything else here is what self-play does with it."""
 
-    games_in_flight: int = 64  # games per actor searched in lockstep (network batch ~ this x leaves_per_tree)
+    # Games per actor searched in lockstep (network batch ~ this x leaves_per_tree). At most 16,384: each
+    # holds a tree pool of hundreds of kilobytes, so 100 million asked for 34 TiB.
+    games_in_flight: int = setting(64, low=1, high=MAX_GAMES_IN_FLIGHT)
     openings: str = ""  # ballot file (relative to the data folder, or absolute); "" = start position only
-    opening_share: float = 0.5  # with a ballot: share of games that begin with one of its openings
+    # With a ballot: share of games that begin with one of its openings.
+    opening_share: float = setting(0.5, low=0, high=1)
     # Playout-cap randomization: a share of moves get a full search, whose visits are policy targets; the
     # others a fast one that only plays the move.
-    full_simulations: int = 400
-    fast_simulations: int = 64
-    full_search_prob: float = 0.25
-    dirichlet_alpha: float = 1.0  # alpha x legal moves ~ 8-10, the ratio AlphaZero used in chess and Go
-    dirichlet_fraction: float = 0.25  # share of the root prior replaced by noise (full searches)
+    full_simulations: int = setting(400, low=1)
+    fast_simulations: int = setting(64, low=1)
+    full_search_prob: float = setting(0.25, low=0, high=1)
+    dirichlet_alpha: float = setting(1.0, above=0)  # alpha x legal moves ~ 8-10, AlphaZero's ratio in chess, Go
+    dirichlet_fraction: float = setting(0.25, low=0, high=1)  # share of the root prior replaced by noise
     noise_in_fast_searches: bool = False  # fast searches give no target, so noise only weakens their play
-    temperature: float = 1.0  # move sampling ~ visits^(1/T) for the opening plies
-    temperature_plies: int = 16  # plies played with `temperature`; later moves use final_temperature
-    final_temperature: float = 0.0  # 0 = always the most visited move
+    temperature: float = setting(1.0, low=0)  # move sampling ~ visits^(1/T) for the opening plies
+    temperature_plies: int = setting(16, low=0)  # plies played with `temperature`; then final_temperature
+    final_temperature: float = setting(0.0, low=0)  # 0 = always the most visited move
     resign_threshold: float = -0.9  # resign when the root value for the side to move falls below this
     resign_min_ply: int = 20  # no resignation before this ply
-    resign_playthrough: float = 0.1  # share of games that never resign, to measure wrong resignations
+    # Share of games that never resign, to measure wrong resignations.
+    resign_playthrough: float = setting(0.1, low=0, high=1)
     # End a game at its first position in the endgame database (the largest built; the 4-piece one is built
     # on first use), with the database's value. Off by default: the moves played there are policy targets
     # and the solved-endgame mistake rate in `replay stats` shows whether the network learns endgames
@@ -75,39 +80,24 @@ class SelfPlayConfig:
     device: str = "auto"  # "auto", "cpu" or "cuda"
     # On CUDA a batch of a few thousand leaves keeps the GPU busy where the CPU's 64 x 2 already saturates
     # a core: these take the place of games_in_flight and search.leaves_per_tree when the network runs there.
-    gpu_games_in_flight: int = 512
-    gpu_leaves_per_tree: int = 4
-    torch_threads: int = 1  # CPU threads per actor for inference
-    # "auto": the checkpoint's int8 model on the CPU (zero.quantized, about twice float32's evaluations a
+    gpu_games_in_flight: int = setting(512, low=1, high=MAX_GAMES_IN_FLIGHT)
+    gpu_leaves_per_tree: int = setting(4, low=1)
+    torch_threads: int = setting(1, low=1)  # CPU threads per actor for inference
+    # "auto": the checkpoint's int8 model on the CPU (zero.quantized, about 1.5x float32's evaluations a
     # second), float32 (bf16 autocast) on a GPU; "float32" everywhere; "int8" only on the CPU.
-    precision: str = "auto"
-    checkpoint_poll_seconds: float = 30.0  # how often to look for a newer best checkpoint
-    commit_positions: int = 1024  # replay writer: commit once this many positions are queued
-    commit_seconds: float = 30.0  # ... or once the oldest queued game has waited this long
-    seed: int = 0  # run seed; game seeds derive from it, the actor id and the game index
+    precision: str = setting("auto", choices=INFERENCE_PRECISIONS)
+    checkpoint_poll_seconds: float = setting(30.0, low=0)  # how often to look for a newer best checkpoint
+    commit_positions: int = setting(1024, low=1)  # replay writer: commit once this many positions are queued
+    commit_seconds: float = setting(30.0, low=0)  # ... or once the oldest queued game has waited this long
+    seed: int = setting(0, low=0)  # run seed; game seeds derive from it, the actor id and the game index
     search: SearchConfig = field(default_factory=SearchConfig)
     rules: RulesConfig = field(default_factory=RulesConfig)
 
     def validate(self) -> None:
+        check_settings(self, "selfplay")
         self.search.validate()
-        if self.games_in_flight < 1 or self.gpu_games_in_flight < 1:
-            raise ValueError("selfplay.games_in_flight and gpu_games_in_flight must be at least 1")
-        if self.gpu_leaves_per_tree < 1:
-            raise ValueError("selfplay.gpu_leaves_per_tree must be at least 1")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"selfplay.device must be auto, cpu or cuda, not {self.device!r}")
-        if self.full_simulations < 1 or self.fast_simulations < 1:
-            raise ValueError("selfplay.full_simulations and fast_simulations must be at least 1")
-        for name in ("opening_share", "full_search_prob", "dirichlet_fraction", "resign_playthrough"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"selfplay.{name} must lie in [0, 1]")
-        if not self.dirichlet_alpha > 0:
-            raise ValueError("selfplay.dirichlet_alpha must be positive")
-        if self.temperature < 0 or self.final_temperature < 0 or self.temperature_plies < 0:
-            raise ValueError("selfplay temperatures and temperature_plies must not be negative")
-        if self.precision not in INFERENCE_PRECISIONS:
-            raise ValueError(f"selfplay.precision must be one of {', '.join(INFERENCE_PRECISIONS)}, "
-                             f"not {self.precision!r}")
 
     def temperature_at(self, ply: int) -> float:
         return self.temperature if ply < self.temperature_plies else self.final_temperature

@@ -42,8 +42,9 @@ Search step, driven from Python (selfplay.search.BatchedSearch):
        batch, so a leaf is never evaluated twice.
   2. the caller evaluates the batch's planes with the network;
   3. `expand_and_backup`: each leaf gets its children (priors = softmax over the legal actions' logits, a
-     from-to action shared by several moves split equally among them) and its value is backed up, the
-     virtual loss removed.
+     from-to action shared by several moves split equally among them; equal priors where the logits give
+     no distribution) and its value is backed up (0 where the answer is not finite), the virtual loss
+     removed.
 A tree's search is complete when its root has `target` visits (in flight counted), when its root is
 proven, or when its pool is too full for another expansion (`full`).
 
@@ -415,7 +416,13 @@ def expand_and_backup(f, n_leaves, leaf_game, leaf_node, logits, wdl, moves, act
             # tree ends here (until the next move's compaction frees the pool).
             f.links[g, node, STATE] = NEW
             f.trees[g, FULL] = 1
-        _backup(f, g, node, np.float64(wdl[i, 0]) - np.float64(wdl[i, 2]), np.float64(wdl[i, 1]), 1.0)
+        value = np.float64(wdl[i, 0]) - np.float64(wdl[i, 2])
+        draw = np.float64(wdl[i, 1])
+        if not (np.isfinite(value) and np.isfinite(draw)):
+            # A diverged network's answer counts as an even one: a NaN in a value sum makes every
+            # score above it NaN, and a descent that can choose no child never ends.
+            value, draw = 0.0, 0.0
+        _backup(f, g, node, value, draw, 1.0)
 
 
 @njit(cache=True)

@@ -13,6 +13,8 @@ Semantics (see selfplay.mcts for the reasoning):
     descent reaches; a node with one legal move is expanded without the network and the descent goes on;
   * a proof climbs: a node is won when a child is lost for its side to move (fastest first), lost or drawn
     when every child is proven (the best; a loss counts the longest resistance);
+  * priors are equal where the logits give no distribution (NaN or infinite), and a value that is not
+    finite counts as 0;
   * score = Q + c_puct * prior * sqrt(N_parent) / (1 + N), in-flight visits counted in N and as losses of
     size `virtual_loss` in Q (a proven draw's Q is 0, a child proven lost for the chooser is never
     chosen); unvisited children get Q_parent - fpu_reduction * sqrt(visited prior mass); ties go to the
@@ -90,7 +92,10 @@ class ReferenceMcts:
         logits, wdl = self.evaluator.evaluate(planes)
         for i, (node, _) in enumerate(leaves):
             self._expand(node, logits[i])
-            self._backup(node, float(wdl[i, 0]) - float(wdl[i, 2]), float(wdl[i, 1]), in_flight=True)
+            value, draw = float(wdl[i, 0]) - float(wdl[i, 2]), float(wdl[i, 1])
+            if not (math.isfinite(value) and math.isfinite(draw)):
+                value, draw = 0.0, 0.0  # a diverged network's answer counts as an even one
+            self._backup(node, value, draw, in_flight=True)
 
     def _descend(self) -> Node:
         """Down the tree by PUCT to a proven, pending or new node, deciding new nodes by the rules and
@@ -189,6 +194,8 @@ class ReferenceMcts:
         total = 0.0
         for w in weights:
             total += w
+        if not (math.isfinite(total) and total > 0.0):  # logits that give no distribution: equal priors
+            weights, total = [1.0] * len(moves), float(len(moves))
         self._add_children(node, moves, [w / total for w in weights])
         node.pending = False
 

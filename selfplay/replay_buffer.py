@@ -36,6 +36,12 @@ cut may lose the last commits, but the store stays readable.)
 Readers only ever read below the committed counts, so they may read while actors write: a chunk being
 replaced is read as its old or new version, both of which agree on the committed rows.
 
+Intact. Writer (on opening an actor), reader (on each refresh, for what was committed since) and
+`replay check` (everything, every chunk decoded) hold an actor's group to one definition, `_intact_problems`:
+the commit record agrees with every column's length and shape, every committed chunk exists (the writer
+stores chunks of fill values too) and the game table tiles the committed rows. A group that is not intact is
+refused with the file named, never written to or trained on.
+
 Order across actors ("newest"). Each game carries the wall-clock time of its commit. The reader orders all
 committed games by (commit time, actor, game index) and the newest `window` positions are the positions of
 the newest games in that order (the oldest game in the window contributes its last positions). With actors
@@ -73,7 +79,9 @@ from selfplay.records import (
 from zero.objectstore import LeaseError, ObjectPath
 from zero.rundir import REPLAY_STORE, RunDir, RunDirError
 
-SCHEMA = "checkers-zero replay v2"  # v2: games record their seed_index
+# v2: games record their seed_index. v3: every chunk is stored, even one of fill values only, so that a
+# missing chunk of committed rows is damage (zarr would read it back as fill values without a word).
+SCHEMA = "checkers-zero replay v3"
 ACTOR_BITS = 40  # game_id = actor_id << ACTOR_BITS | index of the game within the actor
 MAX_ACTOR_ID = (1 << (63 - ACTOR_BITS)) - 1
 # Games copied from another run (`loop --from RUN --take-replay`, train.lineage) are written as this actor:
@@ -187,6 +195,99 @@ def _unreadable_chunk(arrays: dict[str, zarr.Array], lo: int, hi: int) -> tuple[
     return None
 
 
+def _missing_chunks(array: zarr.Array, lo: int, hi: int) -> list[int]:
+    """The chunks holding rows lo .. hi-1 that are not in the store."""
+    rows = array.chunks[0]
+    chunks = list(range(lo // rows, (hi - 1) // rows + 1)) if hi > lo else []
+    store, prefix = array.store_path.store, array.store_path.path
+    keys = ["/".join(filter(None, (prefix, array.metadata.encode_chunk_key((c,) + (0,) * (array.ndim - 1)))))
+            for c in chunks]
+    found = _run(_gather([store.exists(key) for key in keys]))
+    return [c for c, there in zip(chunks, found) if not there]
+
+
+GAME_TABLE_COLUMNS = ("game_id", "first_row", "length", "commit_time")
+
+
+def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Array], int, int],
+                     positions: tuple[dict[str, zarr.Array], int, int], decode: bool = False,
+                     ) -> tuple[list[tuple[Path, str]], dict[str, np.ndarray]]:
+    """What is wrong with an actor's group, as (file, what) pairs: THE definition of intact that the writer
+    (on opening), the reader (on each refresh, for what was committed since) and `replay check` (all of it,
+    decode=True) share. `games` and `positions` are (that table's arrays, committed rows, rows already
+    verified). Intact means:
+      * every column has the schema's dtype and row shape, one chunk length per table, and at least the
+        committed rows in whole chunks (a longer column holds scratch rows);
+      * every chunk holding committed rows exists (and, with decode, decodes): the writer stores every
+        chunk, so a missing one was lost, and zarr would read it back as fill values;
+      * the new games are this actor's next ones in order, each with a commit time, starting where the
+        one before ended and the last ending at the committed positions: a commit record counting more
+        than was written shows as games of fill values here;
+      * with decode, every committed position row names the game the game table puts it in.
+    Also returns the new games' GAME_TABLE_COLUMNS (when the game table could be read)."""
+    problems: list[tuple[Path, str]] = []
+    readable = True  # missing chunks read as fill values, which the game table check below then meets
+    for table_name, (arrays, committed, done), schema in (("games", games, GAME_SCHEMA),
+                                                          ("positions", positions, POSITION_SCHEMA)):
+        chunk = None
+        for name, (dtype, row_shape) in schema.items():
+            array = arrays.get(name)
+            if array is None:
+                if committed:
+                    problems.append((base / table_name / name, f"column missing, the commit record says "
+                                                               f"{committed} rows are committed"))
+                    readable = False
+                continue
+            where = _array_dir(array) / "zarr.json"
+            chunk = chunk or array.chunks[0]  # the table's first column sets its chunk length
+            if array.shape[1:] != row_shape or np.dtype(array.dtype) != dtype or array.chunks[0] != chunk:
+                problems.append((where, f"stored as {array.dtype}{array.shape[1:]} in chunks of {array.chunks[0]}, "
+                                        f"expected {dtype}{row_shape} in chunks of {chunk}"))
+                readable = False
+                continue
+            if array.shape[0] < committed or array.shape[0] % chunk:
+                problems.append((where, f"holds {array.shape[0]} rows, the commit record says {committed} are "
+                                        f"committed (and the writer grows columns in whole chunks of {chunk})"))
+                readable = False
+                continue
+            for c in _missing_chunks(array, done, committed):
+                problems.append((_chunk_file(array, c), "chunk of committed rows missing"))
+            if decode and committed:
+                found = _unreadable_chunk({name: array}, 0, committed)
+                if found:
+                    problems.append((found[0], f"committed rows cannot be read ({type(found[1]).__name__}: "
+                                               f"{found[1]})"))
+                    readable = False
+    if not readable:
+        return problems, {}
+    (game_arrays, n_games, done_games), (position_arrays, n_positions, done_positions) = games, positions
+    if n_games > done_games:
+        table = _read_rows({c: game_arrays[c] for c in GAME_TABLE_COLUMNS}, done_games, n_games)
+    else:
+        table = {c: np.zeros(0, GAME_SCHEMA[c][0]) for c in GAME_TABLE_COLUMNS}
+    ends = np.concatenate([[done_positions], table["first_row"] + table["length"]])
+    if ((table["first_row"] != ends[:-1]).any() or (table["length"] < 1).any() or (table["commit_time"] <= 0).any()
+            or ends[-1] != n_positions):
+        problems.append((base / "zarr.json", f"the commit record ({n_games} games, {n_positions} positions) "
+                                             f"disagrees with the game table: games {done_games}..{n_games - 1} "
+                                             f"do not tile the committed position rows {done_positions}.."
+                                             f"{n_positions - 1}"))
+    if (table["game_id"] != [game_id_of(actor_id, k) for k in range(done_games, n_games)]).any():
+        problems.append((base / "games" / "game_id", f"game ids are not this actor's games {done_games}.."
+                                                     f"{n_games - 1} in order"))
+    if not problems and decode and n_positions:
+        owner = _read_rows({"game_id": position_arrays["game_id"]}, 0, n_positions)["game_id"]
+        if (owner != np.repeat(table["game_id"], table["length"])).any():
+            problems.append((base / "positions" / "game_id", "position rows name other games than the game table"))
+    return problems, table
+
+
+def _refuse_damage(problems: list[tuple[Path, str]]) -> None:
+    """The writer's and the reader's answer to a group that is not intact: the first problem, as damage."""
+    if problems:
+        raise _damage(*problems[0])
+
+
 def game_id_of(actor_id: int, index: int) -> int:
     return (int(actor_id) << ACTOR_BITS) | int(index)
 
@@ -289,10 +390,7 @@ class _ChunkedColumns:
                     name, shape=(0, *row_shape), chunks=(self.chunk, *row_shape),
                     dtype=str if dtype == STRING else dtype, fill_value=_fill_value(dtype, row_shape),
                 )
-            elif array.shape[1:] != row_shape or np.dtype(array.dtype) != dtype or array.chunks[0] != self.chunk:
-                raise ReplayError(f"{group.path}/{name}: stored as {array.dtype}{array.shape[1:]} in chunks of "
-                                  f"{array.chunks[0]}, expected {dtype}{row_shape} in chunks of {self.chunk}")
-            self.arrays[name] = array
+            self.arrays[name] = array.with_config({"write_empty_chunks": True})  # see SCHEMA
         self.tail_start = committed // self.chunk * self.chunk
         held = _read_rows(self.arrays, self.tail_start, committed) if committed > self.tail_start else {}
         self.tail = {name: held[name] if held else _empty_column(*schema[name], 0) for name in self.arrays}
@@ -457,10 +555,15 @@ class ReplayWriter:
             # this generation in the record before its next commit.
             self._group.attrs.update({"commit": {**commit, "generation": self._lock.generation}})
         self._remove_leftovers()
-        self._rows = _ChunkedColumns(self._group.require_group("positions"), POSITION_SCHEMA,
-                                     chunk_rows, self.committed_positions)
-        self._games = _ChunkedColumns(self._group.require_group("games"), GAME_SCHEMA,
-                                      chunk_games, self.committed_games)
+        positions, games = self._group.require_group("positions"), self._group.require_group("games")
+        # Writing past a commit record that disagrees with the arrays would misalign or overwrite them.
+        _refuse_damage(_intact_problems(
+            group_dir, self.actor_id,
+            ({name: games[name] for name in GAME_SCHEMA if name in games}, self.committed_games, 0),
+            ({name: positions[name] for name in POSITION_SCHEMA if name in positions}, self.committed_positions, 0),
+        )[0])
+        self._rows = _ChunkedColumns(positions, POSITION_SCHEMA, chunk_rows, self.committed_positions)
+        self._games = _ChunkedColumns(games, GAME_SCHEMA, chunk_games, self.committed_games)
 
     def _still_the_writer(self) -> None:
         """Refuse to write on once another writer may have taken this actor over (a lease that was lost,
@@ -684,13 +787,14 @@ class ReplayReader:
                     _refuse_rows_without_commit(zarr.open_group(_zarr(base), mode="r", zarr_format=3), base)
                 continue
             games, positions, _ = _commit_counts(commit, base)
-            if games == state.games:
+            if (games, positions) == (state.games, state.positions):
                 continue
             state.game_arrays = _open_arrays(base / "games", GAME_SCHEMA, state.game_arrays, games)
             state.position_arrays = _open_arrays(base / "positions", POSITION_SCHEMA, state.position_arrays,
                                                  positions)
-            new = _read_rows({c: state.game_arrays[c] for c in ("first_row", "length", "commit_time")},
-                             state.games, games)
+            problems, new = _intact_problems(base, state.actor_id, (state.game_arrays, games, state.games),
+                                             (state.position_arrays, positions, state.positions))
+            _refuse_damage(problems)
             state.first_row = np.concatenate([state.first_row, new["first_row"]])
             state.length = np.concatenate([state.length, new["length"].astype(np.int64)])
             state.commit_time = np.concatenate([state.commit_time, new["commit_time"]])
@@ -817,11 +921,9 @@ class StoreCheck:
 
 
 def check_store(run_dir: str | os.PathLike) -> StoreCheck:
-    """Verify a run's replay store: every actor's metadata and commit record readable, every committed row
-    of every column readable chunk by chunk, and the game table consistent with the position rows. Reads
-    the whole store once; never writes. (A missing chunk file is no problem by itself: zarr stores no
-    chunk whose values are all fill values, and reads it back as them. One deleted from the game table or
-    the game ids shows as games that no longer tile the rows.)"""
+    """Verify a run's replay store: every actor's metadata and commit record readable, and each actor's
+    group intact as `_intact_problems` defines it, every committed chunk decoded. Reads the whole store
+    once; never writes."""
     path = RunDir(run_dir).replay_store
     report = StoreCheck()
     if not (path / "zarr.json").is_file():
@@ -856,33 +958,8 @@ def _check_actor(base: Path, actor_id: int, problems: list[str]) -> tuple[int, i
             _refuse_rows_without_commit(zarr.open_group(_zarr(base), mode="r", zarr_format=3), base)
         return 0, 0
     games, positions, _ = _commit_counts(commit, base)
-    tables = {"games": (_open_arrays(base / "games", GAME_SCHEMA, None, games), games),
-              "positions": (_open_arrays(base / "positions", POSITION_SCHEMA, None, positions), positions)}
-    readable = True
-    for table, (arrays, committed) in tables.items():
-        for column, array in arrays.items():
-            if array.shape[0] < committed:
-                problems.append(f"{_array_dir(array)}: holds {array.shape[0]} rows, the commit record says "
-                                f"{committed} are committed")
-                readable = False
-                continue
-            rows = array.chunks[0]
-            for chunk in range(math.ceil(committed / rows)):
-                try:
-                    array[chunk * rows:min((chunk + 1) * rows, committed)]
-                except _DAMAGE_ERRORS as exc:
-                    problems.append(f"{_chunk_file(array, chunk)}: committed rows cannot be read "
-                                    f"({type(exc).__name__}: {exc})")
-                    readable = False
-    if readable and games:
-        table = _read_rows({c: tables["games"][0][c] for c in ("game_id", "first_row", "length")}, 0, games)
-        ends = table["first_row"] + table["length"]
-        if (table["game_id"] != [game_id_of(actor_id, k) for k in range(games)]).any():
-            problems.append(f"{base}/games: game ids are not this actor's games 0..{games - 1} in order")
-        if table["first_row"][0] != 0 or (table["first_row"][1:] != ends[:-1]).any() or ends[-1] != positions:
-            problems.append(f"{base}/games: games do not tile the {positions} committed position rows")
-        else:
-            owner = _read_rows({"game_id": tables["positions"][0]["game_id"]}, 0, positions)["game_id"]
-            if (owner != np.repeat(table["game_id"], table["length"])).any():
-                problems.append(f"{base}/positions: position rows name other games than the game table")
+    found, _ = _intact_problems(base, actor_id, (_open_arrays(base / "games", GAME_SCHEMA, None, games), games, 0),
+                                (_open_arrays(base / "positions", POSITION_SCHEMA, None, positions), positions, 0),
+                                decode=True)
+    problems += [f"{file}: {what}" for file, what in found]
     return games, positions

@@ -19,6 +19,7 @@ import numpy as np
 from selfplay import mcts
 from selfplay.evaluators import PositionEvaluator
 from zero import movegen
+from zero.config import check_settings, setting
 from zero.egdb import Egdb, no_tables
 from zero.encoding import NUM_PLANES, action_index
 from zero.game import Game, Move, Position, RulesConfig
@@ -31,12 +32,13 @@ class SearchConfig:
     choice (selfplay.actor.SelfPlayConfig, train.gating.GatingConfig). Defaults are starting points for
     English checkers (about 8 legal moves a position), not tuned values."""
 
-    c_puct: float = 1.5  # exploration weight in PUCT
-    fpu_reduction: float = 0.25  # unvisited child's Q = parent Q - this * sqrt(visited prior mass)
-    fpu_reduction_root: float = 0.0  # the same at the root, where noise should be free to act
-    virtual_loss: float = 1.0  # each in-flight visit counts as a loss of this size while it is pending
-    leaves_per_tree: int = 2  # leaves per tree per network batch (virtual loss spreads them)
-    tree_capacity: int = 0  # nodes per tree (a full tree ends its search early); 0 = sized by nodes_per_tree
+    c_puct: float = setting(1.5, above=0)  # exploration weight in PUCT
+    fpu_reduction: float = setting(0.25, low=0)  # unvisited child's Q = parent Q - this * sqrt(visited prior mass)
+    fpu_reduction_root: float = setting(0.0, low=0)  # the same at the root, where noise should be free to act
+    virtual_loss: float = setting(1.0, low=0)  # each in-flight visit counts as a loss of this size while pending
+    leaves_per_tree: int = setting(2, low=1)  # leaves per tree per network batch (virtual loss spreads them)
+    # Nodes per tree (a full tree ends its search early); 0 = sized by nodes_per_tree.
+    tree_capacity: int = setting(0, low=0)
     reuse_tree: bool = True  # keep the played move's subtree for the next search
     # Positions an endgame database holds as exact leaves below the root, when the search is given one.
     # Off by default: at 0.1 s a move it measured -44 Elo (-67 .. -21) against the same player without
@@ -44,14 +46,7 @@ class SearchConfig:
     database_leaves: bool = False
 
     def validate(self) -> None:
-        if self.leaves_per_tree < 1:
-            raise ValueError("search.leaves_per_tree must be at least 1")
-        if not self.c_puct > 0:
-            raise ValueError("search.c_puct must be positive")
-        if self.virtual_loss < 0 or self.fpu_reduction < 0 or self.fpu_reduction_root < 0:
-            raise ValueError("search.virtual_loss and the fpu reductions must not be negative")
-        if self.tree_capacity < 0:
-            raise ValueError("search.tree_capacity must not be negative")
+        check_settings(self, "search")
 
     def nodes_per_tree(self, simulations: int) -> int:
         """Pool size for searches of up to `simulations` root visits: tree_capacity, or by default room for

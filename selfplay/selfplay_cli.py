@@ -35,11 +35,21 @@ def games_per_actor(games: int | None, actors: int) -> list[int | None]:
     return [games // actors + (i < games % actors) for i in range(actors)]
 
 
-def check_inputs(run_dir: Path, cfg) -> str | None:
-    """What would stop every actor at once (no network to load, a bad ballot), found before starting them."""
+def check_inputs(run_dir: Path, cfg, actor_ids: list[int]) -> str | None:
+    """What would stop every actor at once (no network to load, a bad ballot, actor ids another process
+    writes: a running loop's actors), found before starting them."""
     from selfplay.actor import current_best, load_ballot
     from zero.checkpoint import CheckpointError
     from zero.openings import BallotError
+    from zero.rundir import RunDir, RunDirError
+
+    run = RunDir(run_dir)
+    for actor_id in actor_ids:
+        try:
+            run.take_replay_lock(actor_id).close()
+        except RunDirError as exc:
+            return (f"{exc} (a running loop's actors hold ids from 0 on): stop it, or give this command "
+                    f"--first-actor above the ids in use")
 
     if cfg.device == "cuda":
         import torch
@@ -76,11 +86,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     run_dir = Path(args.run)
     run_dir.mkdir(parents=True, exist_ok=True)
-    problem = check_inputs(run_dir, cfg)
+    actor_ids = list(range(args.first_actor, args.first_actor + args.actors))
+    problem = check_inputs(run_dir, cfg, actor_ids)
     if problem:
         print(f"selfplay: {problem}", file=sys.stderr)
         return 2
-    actor_ids = list(range(args.first_actor, args.first_actor + args.actors))
     write_run_record(run_dir, cfg, {"seed": cfg.seed, "first_actor": args.first_actor, "actors": args.actors},
                      name=f"selfplay-{actor_ids[0]}-{actor_ids[-1]}")
 

@@ -240,3 +240,20 @@ def test_actor_process_stops_on_sigterm(run):
         output = interrupt(proc, signal.SIGTERM, timeout=30)
     assert proc.returncode == 0, output
     assert all(len(g.positions.ply) == g.length for g in _games(run))
+
+
+def test_selfplay_on_actor_ids_in_use_is_refused_in_one_line(run, capsys):
+    # Before: each actor process ended in a ReplayError traceback and the command left its run record behind.
+    from play.cli import main
+    from zero.rundir import RunDir
+
+    files = set(run.rglob("*"))
+    held = RunDir(run).take_replay_lock(1)  # as a running loop's actor 1 holds it
+    try:
+        assert main(["selfplay", "--run", str(run), "--actors", "2", "--games", "1"]) == 2
+    finally:
+        held.close()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "another process is writing replay actor 1" in err and "--first-actor" in err
+    assert set(run.rglob("*")) - files <= {RunDir(run).replay_locks, RunDir(run).replay_lock(0),
+                                           RunDir(run).replay_lock(1)}

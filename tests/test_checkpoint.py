@@ -172,3 +172,19 @@ def test_a_fifo_or_a_directory_is_not_read(tmp_path):
         load_checkpoint(fifo)  # reading it would wait forever for a writer
     with pytest.raises(CheckpointError, match="is a directory"):
         load_checkpoint(tmp_path)
+
+
+def test_weights_that_are_not_finite_are_refused(saved, tmp_path, monkeypatch):
+    # NaN weights hash like any others; a network made of them answers NaN everywhere, and the search used to
+    # spin forever on that. Such weights are neither written nor, when other code wrote them, loaded.
+    net, _, _ = saved
+    with torch.no_grad():
+        next(net.parameters()).fill_(float("nan"))
+    with pytest.raises(CheckpointError, match="not finite"):
+        save_checkpoint(tmp_path / "nan.pt", net=net, net_config=TINY, step=1)
+    assert not (tmp_path / "nan.pt").exists()
+    monkeypatch.setattr("zero.checkpoint._check_finite", lambda *args: None, raising=False)
+    path = save_checkpoint(tmp_path / "nan.pt", net=net, net_config=TINY, step=1)
+    monkeypatch.undo()
+    with pytest.raises(CheckpointError, match="nan.pt: the network's weights are not finite"):
+        load_checkpoint(path)

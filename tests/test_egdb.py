@@ -282,3 +282,20 @@ def test_key_endings_agree_with_the_five_piece_database():
             move, mover_value, mover_plies = item.split(":")
             want = Probe({"win": WIN, "draw": DRAW, "loss": LOSS}[mover_value], int(mover_plies or -1))
             assert moves[move] == want, (row["name"], move)
+
+
+def test_cli_errors_are_one_line_and_say_what_to_do(tmp_path, capsys):
+    # Before: a traceback for a FEN that is no FEN and for a position with more pieces than the database
+    # built, and "built in 0.0 s" for a database already there.
+    assert main(["egdb", "build", "--pieces", "2", "--out", str(tmp_path), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["egdb", "build", "--pieces", "2", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert "already built" in capsys.readouterr().out
+    for fen, message in [("nonsense", "'nonsense' is not a position in FEN"),
+                         ("W:WK6,K9:BK15", "build it: checkers-zero egdb build --pieces 3"),
+                         ("W:WK6,K9:BK15,K20", "build it: checkers-zero egdb build --pieces 4")]:
+        assert main(["egdb", "probe", fen, "--dir", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+    assert main(["egdb", "probe", "W:WK6,K9:BK15", "--pieces", "2", "--dir", str(tmp_path)]) == 2
+    assert "has 3 pieces, more than the 2-piece database holds" in capsys.readouterr().err

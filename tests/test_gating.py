@@ -139,3 +139,40 @@ def test_the_status_line_shows_the_match_in_progress(setup):
     assert "gatekeeper: waiting for a candidate" in format_status(status_snapshot(run.root), 60.0)
     run.write_status("trainer", {"step": 0, "phase": "building the OCA expert dataset (first start only, ~40 s)"})
     assert "trainer: building the OCA expert dataset" in format_status(status_snapshot(run.root), 60.0)
+
+
+def test_candidates_gating_is_done_with_are_removed(setup):
+    # Before: every candidate (8.6 MB) stayed in the run for good, a thousand of them in a long run.
+    run, cfg, (best, skipped) = setup
+    run.write_best(best, 100, "test")
+    newest = run.candidate(300)
+    torch.manual_seed(2)
+    save_checkpoint(newest, net=PolicyValueNet(TINY), net_config=TINY, step=300)
+    keeper = Gatekeeper(run.root, cfg)
+    assert keeper.next_candidate() == (300, newest)  # skips 100 (the best, kept) and 200 (removed)
+    assert best.exists() and not skipped.exists() and newest.exists()
+    entry = keeper.gate(newest, 300, best)
+    assert newest.exists() == (entry["decision"] == "promote") and best.exists()
+    # What the records need is kept: the skip and the decision, and the candidate's ratings.
+    assert [e["decision"] for e in read_gating_log(run.root)][-1] == entry["decision"]
+    assert "candidate-0000300" in RatingsTable.load(run.ratings).players
+    # A promoted candidate stays (the chain of best networks), even once another one is best.
+    if entry["decision"] == "promote":
+        run.write_best(best, 100, "test")
+        keeper.prune_candidates()
+        assert newest.exists()
+
+
+def test_only_rejected_and_skipped_candidates_are_pruned(setup):
+    from train.gating import _append_gating_log
+
+    run, cfg, (first, second) = setup
+    paths = {step: run.candidate(step) for step in (300, 400, 500)}
+    for path in paths.values():
+        path.write_bytes(first.read_bytes())
+    run.write_best(paths[400], 400, "test")
+    for path, decision in ((first, "promote"), (second, "reject"), (paths[300], "skipped"), (paths[400], "promote")):
+        _append_gating_log(run.root, {"candidate": str(path), "decision": decision})
+    removed = Gatekeeper(run.root, cfg).prune_candidates()
+    assert sorted(removed) == sorted([second, paths[300]])
+    assert [p.exists() for p in (first, second, paths[300], paths[400], paths[500])] == [True, False, False, True, True]

@@ -481,3 +481,55 @@ def test_database_leaves_are_a_setting(four_pieces):
 
     at_root = GameSearch(HashEvaluator(seed=2), egdb=four_pieces).analyse(game, simulations=30)
     assert str(best_move(at_root)) == "23-19" and str(at_root.proven) == "database win in 61"
+
+
+class _DivergedEvaluator:
+    """HashEvaluator's answers with the logits and/or the values made NaN or infinite, as a network whose
+    weights diverged gives them."""
+
+    def __init__(self, logits: float | None, wdl: float | None):
+        self.inner, self.logits, self.wdl = HashEvaluator(seed=5), logits, wdl
+
+    def evaluate(self, planes):
+        logits, wdl = (np.array(a) for a in self.inner.evaluate(planes))
+        if self.logits is not None:
+            logits[:, ::2] = self.logits
+        if self.wdl is not None:
+            wdl[:] = self.wdl
+        return logits, wdl
+
+
+_DIVERGED_SEARCH = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from test_mcts import _DivergedEvaluator
+from selfplay.search import BatchedSearch, SearchConfig
+from zero.game import Game
+search = BatchedSearch(1, SearchConfig(leaves_per_tree=3), capacity=20_000)
+search.set_root(0, Game())
+search.start(0, 200)
+search.run(_DivergedEvaluator(*(float(a) if a else None for a in sys.argv[2:])))
+print(search.root_children(0).visits.tolist())
+"""
+
+
+@pytest.mark.parametrize("logits, wdl", [(float("nan"), None), (None, float("nan")), (float("inf"), float("nan")),
+                                         (float("-inf"), None)])
+def test_a_diverged_network_does_not_hang_the_search(logits, wdl):
+    # Non-finite priors or values once made every PUCT score NaN and select_leaves loop forever (in a
+    # child process here, so that a hang fails the test instead of stopping the suite). Both searches read
+    # such logits as equal priors and such values as 0, and still agree.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    args = [str(Path(__file__).parent)] + ["" if a is None else repr(a) for a in (logits, wdl)]
+    try:
+        out = subprocess.run([sys.executable, "-c", _DIVERGED_SEARCH, *args], capture_output=True, text=True,
+                             timeout=120, check=True)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the search did not end")
+    visits = [int(v) for v in out.stdout.strip().splitlines()[-1].strip("[]").split(",")]
+    reference = ReferenceMcts(Game(), _DivergedEvaluator(logits, wdl), SearchConfig(leaves_per_tree=3)).run(200)
+    assert visits == [c.visits for c in reference.children]
+    assert sum(visits) == 199

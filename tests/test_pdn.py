@@ -426,3 +426,16 @@ def test_tinsley_failures():
     assert "62. 32-28: illegal move 32-28" in failures[5572].reason
     assert [f.error_line for f in failures.values() if "glued" in f.reason] == [6434, 7170]
     assert len(failures) == 3
+
+
+@pytest.mark.parametrize("parting", ["\n\n", "\n"])
+def test_a_game_in_one_unread_line_does_not_swallow_the_next(parting):
+    # Before: a game without tags whose one move line (result included) was too long to read had no moves
+    # and no result, so the next game's tags and moves were read into it and that game was never reported.
+    long_game = "1. 11-15 24-20 " + " " * MAX_LINE + "0-1"
+    tagless = "1. 11-15 24-20 2. 8-11 28-24 1/2-1/2\n"
+    items = read_all(GAME_ONE + "\n" + long_game + parting + GAME_ONE + "\n" + long_game + "\n\n" + tagless)
+    assert [type(item) for item in items] == [PdnGame, PdnError, PdnGame, PdnError, PdnGame]
+    assert items[2].tags["Event"] == "Manchester 1841" and items[2].plies == 8
+    assert items[4].plies == 4 and items[4].result == "1/2-1/2"
+    assert all("line longer than" in items[k].reason for k in (1, 3))

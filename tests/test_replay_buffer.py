@@ -528,3 +528,69 @@ def test_an_actor_on_a_damaged_store_stops_for_good(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as stop:
         actor_role(str(tmp_path), LoopConfig(), 0)
     assert stop.value.code == FATAL_EXIT_CODE
+
+
+def _store_files(run: Path) -> dict:
+    return {p: p.read_bytes() for p in (RunDir(run).replay_store / "actors").rglob("*") if p.is_file()}
+
+
+def _edit_json(path: Path, edit) -> None:
+    meta = json.loads(path.read_text())
+    edit(meta)
+    path.write_text(json.dumps(meta))
+
+
+def _assert_refused_everywhere(run: Path, damaged: Path, capsys) -> None:
+    """Writer, reader, `replay stats` and `replay check` all refuse the store, naming the damaged file,
+    and nothing of it was written to."""
+    from play.cli import main
+
+    before = _store_files(run)
+    with pytest.raises(ReplayDamage, match=f"^{damaged}: "):
+        ReplayWriter(run, 0)
+    with pytest.raises(ReplayDamage, match=f"^{damaged}: "):
+        ReplayReader(run)
+    capsys.readouterr()
+    assert main(["replay", "stats", "--run", str(run), "--no-endgame-judge"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {damaged}: ") and "Traceback" not in err
+    report = replay_buffer.check_store(run)
+    assert any(p.startswith(f"{damaged}: ") for p in report.problems), report.problems
+    assert main(["replay", "check", "--run", str(run)]) == 1
+    assert _store_files(run) == before
+
+
+@pytest.mark.parametrize("counts, damaged", [
+    ({"games": 9}, "games/game_id/zarr.json"),  # more games than the game table holds
+    ({"positions": 500_000}, "positions/black/zarr.json"),
+    ({"games": 500, "positions": 500_000}, "games/game_id/zarr.json"),
+    ({"games": 7}, "zarr.json"),  # within the arrays' shape: a game of fill values
+    ({"positions": 1}, "zarr.json"),  # fewer rows than the games hold
+])
+def test_a_commit_record_that_overstates_the_data_is_refused(tmp_path, counts, damaged, capsys):
+    # Before: `replay stats` ended in a traceback, and the loop appended after the real rows and trained on
+    # the fill values of the rows the record claimed.
+    _store_with_games(tmp_path)
+    _edit_json(_actor_zarr_json(tmp_path, 0), lambda m: m["attributes"]["commit"].update(counts))
+    _assert_refused_everywhere(tmp_path, RunDir(tmp_path).replay_store / "actors" / "0" / damaged, capsys)
+
+
+@pytest.mark.parametrize("column, chunk", [("positions/policy_actions", "c/0/0"), ("positions/result", "c/1"),
+                                           ("games/pdn", "c/1")])
+def test_a_deleted_chunk_of_committed_rows_is_damage(tmp_path, column, chunk, capsys):
+    # Before: `replay check` said every committed row was readable, and the rows read back as fill values
+    # and were trained on. (result holds draws only in some chunks: a chunk of fill values is stored too.)
+    _store_with_games(tmp_path)
+    damaged = RunDir(tmp_path).replay_store / "actors" / "0" / column / chunk
+    damaged.unlink()
+    _assert_refused_everywhere(tmp_path, damaged, capsys)
+
+
+@pytest.mark.parametrize("column", ["positions/ply", "positions/policy_actions", "games/length"])
+def test_a_column_shape_that_disagrees_with_the_commit_record_is_refused(tmp_path, column, capsys):
+    # Before: with "shape": [10] the writer grew the column from 10 rows, misaligned it and overwrote
+    # committed rows, and `replay check` then said ok.
+    _store_with_games(tmp_path)
+    damaged = RunDir(tmp_path).replay_store / "actors" / "0" / column / "zarr.json"
+    _edit_json(damaged, lambda m: m.update(shape=[10] + m["shape"][1:]))
+    _assert_refused_everywhere(tmp_path, damaged, capsys)

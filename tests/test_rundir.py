@@ -83,6 +83,23 @@ def test_one_loop_owns_a_run_and_a_dead_ones_lock_does_not_block(tmp_path):
     RunDir(tmp_path).take_loop_lock().close()  # the kernel dropped the dead holder's lock
 
 
+@pytest.mark.parametrize("tamper", ["deleted", "replaced"])
+def test_the_run_stays_locked_whatever_becomes_of_loop_lock(tmp_path, tamper):
+    # Before: the lock was an flock on loop.lock, so deleting or replacing that file let a second loop lock
+    # the new one and run beside the first.
+    held = RunDir(tmp_path).take_loop_lock()
+    try:
+        lock_file = RunDir(tmp_path).loop_lock_file
+        lock_file.unlink()
+        if tamper == "replaced":
+            lock_file.write_text("nobody")
+        with pytest.raises(RunDirError, match="in use by another loop"):
+            RunDir(tmp_path).take_loop_lock()
+    finally:
+        held.close()
+    RunDir(tmp_path).take_loop_lock().close()
+
+
 def test_a_file_is_not_a_run_directory(tmp_path):
     path = tmp_path / "not-a-dir"
     path.write_text("x")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from play.cli import main
@@ -24,6 +26,52 @@ from zero.config import ConfigError, load_config
 def test_bad_loop_settings_are_refused_when_loaded(tmp_path, override, message):
     with pytest.raises(ConfigError, match=message):
         resolve_config(tmp_path, None, [override])
+
+
+# Settings once accepted (0 of these 23 refused): the loop then hung on NaN, allocated 34 TiB, divided by
+# zero or slept forever. Each is now one line naming the setting and what it must be.
+@pytest.mark.parametrize("override, message", [
+    ("selfplay.temperature=nan", "selfplay.temperature = nan: must be a finite number at least 0"),
+    ("trainer.optim.weight_decay=nan", "trainer.optim.weight_decay = nan: must be a finite number at least 0"),
+    ("trainer.heads.policy=nan", "trainer.heads.policy = nan: must be a finite number at least 0"),
+    ("selfplay.search.virtual_loss=nan", "selfplay.search.virtual_loss = nan: must be a finite number"),
+    ("selfplay.search.c_puct=inf", "selfplay.search.c_puct = inf: must be a finite number above 0"),
+    ("status_seconds=nan", "status_seconds = nan: must be a finite number above 0"),
+    ("selfplay.commit_seconds=nan", "selfplay.commit_seconds = nan: must be a finite number"),
+    ("selfplay.torch_threads=0", "selfplay.torch_threads = 0: must be at least 1"),
+    ("gating.torch_threads=0", "gating.torch_threads = 0: must be at least 1"),
+    ("selfplay.commit_positions=0", "selfplay.commit_positions = 0: must be at least 1"),
+    ("gating.simulations=0", "gating.simulations = 0: must be at least 1"),
+    ("gating.parallel_games=0", "gating.parallel_games = 0: must be at least 1"),
+    ("gating.rating_games=-4", "gating.rating_games = -4: must be at least 0"),
+    ("selfplay.seed=-1", "selfplay.seed = -1: must be at least 0"),
+    ("selfplay.rules.max_plies=-5", "selfplay.rules.max_plies = -5: must be at least 0"),
+    ("trainer.poll_seconds=-1", "trainer.poll_seconds = -1.0: must be at least 0"),
+    ("selfplay.checkpoint_poll_seconds=-1", "selfplay.checkpoint_poll_seconds = -1.0: must be at least 0"),
+    ("status_seconds=-1", "status_seconds = -1.0: must be above 0"),
+    ("gating.sprt.alpha=2", "gating.sprt.alpha = 2.0: must be in \\(0, 1\\)"),
+    ("gating.device=tpu", "gating.device = 'tpu': must be one of 'auto', 'cpu', 'cuda'"),
+    ("selfplay.games_in_flight=100000000", "selfplay.games_in_flight = 100000000: must be in \\[1, 16,384\\]"),
+    ("trainer.batch_size=2000000", "trainer.batch_size = 2000000: must be at most trainer.window_max"),
+    ("config file", "not UTF-8 text"),
+])
+def test_settings_out_of_range_stop_the_loop_in_one_line(tmp_path, capsys, override, message):
+    args = ["--set", override]
+    if override == "config file":
+        (tmp_path / "latin1.toml").write_bytes("[selfplay]\n# température\nseed = 3\n".encode("latin-1"))
+        args = ["--config", str(tmp_path / "latin1.toml")]
+    assert main(["loop", "--run", str(tmp_path / "run"), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert re.search(message, err), err
+    assert not (tmp_path / "run" / "loop-config.toml").exists()
+
+
+def test_actors_minus_one_and_zero_keep_their_meaning(tmp_path):
+    # -1: sized for the machine; 0: no local actor (a loop training on a taken replay, or fed by actors on
+    # other machines through `selfplay --first-actor`).
+    assert resolve_config(tmp_path, None, ["actors=-1"]).actors == -1
+    assert resolve_config(tmp_path, None, ["actors=0"]).actors == 0
 
 
 def test_a_whole_number_setting_takes_whole_floats():

@@ -10,7 +10,7 @@ import torch
 
 from selfplay.random_records import random_game_record
 from selfplay.replay_buffer import ReplayReader, ReplayWriter
-from train.learning import OptimConfig, losses, samples_from_replay
+from train.learning import HeadWeights, OptimConfig, TrainingDiverged, losses, samples_from_replay
 from train.trainer import Trainer, TrainerConfig, expert_share_at
 from zero.rundir import RunDir
 from zero.checkpoint import load_checkpoint, save_checkpoint
@@ -161,3 +161,14 @@ def test_steps_count_on_from_the_starting_checkpoint(tmp_path):
     assert trainer.step == 50 and trainer.samples_drawn == 0
     trainer.run(max_steps=5)
     assert RunDir(run).candidate(55).exists()
+
+
+def test_a_diverging_trainer_stops_before_writing_a_checkpoint(tmp_path, initial):
+    # A head weight that overflows float32 makes the loss infinite at the first step; the trainer used to
+    # step on, turn every weight NaN and write candidates that hang every search.
+    run = tmp_path / "run"
+    write_games(run, 0, range(4))
+    trainer = Trainer(run, config(checkpoint_every=1, heads=HeadWeights(policy=1e39)), initial)
+    with pytest.raises(TrainingDiverged, match="the training loss is inf"):
+        trainer.run(max_steps=3)
+    assert RunDir(run).candidates() == [] and not RunDir(run).trainer_state.exists()

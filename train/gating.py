@@ -30,7 +30,7 @@ from train.player_specs import make_player
 from train.ratings import YARDSTICKS, PlayerInfo, RatingsTable
 from train.sprt import PairSprt, SprtConfig
 from zero.checkpoint import load_checkpoint
-from zero.config import atomic_write_bytes
+from zero.config import atomic_write_bytes, setting
 from zero.egdb import Egdb
 from zero.egdb_build import largest_available
 from zero.game import RulesConfig
@@ -44,22 +44,22 @@ class GatingConfig:
     """Fixed search settings for every gating and rating game (no noise, most visited move); the `match`
     command's network players search the same way. The game-length cap is the rules' max_plies."""
 
-    simulations: int = 64  # root visits per move for both networks
-    parallel_games: int = 48  # games in flight (their leaves share one network batch)
+    simulations: int = setting(64, low=1)  # root visits per move for both networks
+    parallel_games: int = setting(48, low=1)  # games in flight (their leaves share one network batch)
     # One leaf per tree per network batch, so that no virtual loss bends a fixed, small budget (the many
     # games in flight fill the batch instead).
     search: SearchConfig = field(default_factory=lambda: SearchConfig(leaves_per_tree=1))
     openings: str = "openings/acf_3move_144.txt"  # relative to the data folder, or an absolute path
     sprt: SprtConfig = field(default_factory=SprtConfig)
     # Rating games against each yardstick for every decided candidate (half with each colour).
-    rating_games: int = 12
+    rating_games: int = setting(12, low=0)
     rating_yardsticks: list[str] = field(default_factory=lambda: ["alphabeta:2", "alphabeta:4", "alphabeta:6",
                                                                   "alphabeta:8"])
     # Games between neighbouring yardsticks, played once per run, that pin the yardsticks to the anchor.
-    calibration_games: int = 24
-    device: str = "auto"  # "auto", "cpu" or "cuda"
-    torch_threads: int = 1  # CPU threads for the networks (the other cores belong to actors and trainer)
-    seed: int = 7
+    calibration_games: int = setting(24, low=0)
+    device: str = setting("auto", choices=("auto", "cpu", "cuda"))
+    torch_threads: int = setting(1, low=1)  # CPU threads for the networks (the other cores: actors, trainer)
+    seed: int = setting(7, low=0)
     # Judge the endgame moves of every recorded match against the endgame database: each player's
     # solved-endgame mistake rate in the ratings table (zero.endgame_judge).
     judge_endgames: bool = True
@@ -286,6 +286,7 @@ class Gatekeeper:
             self.run.write_best(candidate, candidate_step, f"won gating match {pdn_path.name}")
         _append_gating_log(self.run_dir, entry)
         self._close_journal(name)
+        self.prune_candidates(keep=best)
         return entry
 
     @staticmethod
@@ -316,6 +317,28 @@ class Gatekeeper:
         """Record a candidate that was superseded by a newer one before its turn came."""
         _append_gating_log(self.run_dir, {"candidate": str(candidate), "candidate_step": step,
                                           "decision": "skipped"})
+        self.prune_candidates()
+
+    def prune_candidates(self, keep: Path | None = None) -> list[Path]:
+        """Delete the candidate files gating is done with: those rejected or skipped (their match, their
+        ratings and their gating entry are kept in the run's records). Kept: candidates not decided yet (gating
+        needs them), every promoted one (the chain of best networks that reports, `ship` and the model card
+        name), the current best and `keep`. A candidate is 8.6 MB with its optimizer state, one every
+        trainer.checkpoint_every steps; nothing reads a rejected or skipped one again."""
+        entries = read_gating_log(self.run_dir)
+
+        def named(decisions: tuple[str, ...]) -> set[Path]:
+            return {Path(e["candidate"]).resolve() for e in entries if e["decision"] in decisions}
+
+        best = self.run.read_best()
+        kept = named(("promote",)) | {Path(p).resolve() for p in (best and best.path, keep) if p}
+        done_with = named(("reject", "skipped")) - kept
+        removed = [path for _, path in self.run.candidates() if path in done_with]
+        for path in removed:
+            path.unlink(missing_ok=True)
+        if removed:
+            log.info("removed the candidates gating is done with: %s", ", ".join(p.name for p in removed))
+        return removed
 
     def pending_candidates(self) -> list[tuple[int, Path]]:
         """Candidates not yet decided, oldest first."""

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from zero.config import check_settings, setting
 from zero.egdb import UNKNOWN, Egdb
 from zero.encoding import NUM_ACTIONS, NUM_PLANES, encode_batch, legal_mask_batch
 
@@ -40,13 +41,12 @@ SOURCES = ("expert", "selfplay")  # what Samples.source indexes
 class HeadWeights:
     """Weight of each head's loss in the total."""
 
-    policy: float = 1.0
-    value: float = 1.0
-    moves_left: float = 0.1
+    policy: float = setting(1.0, low=0)
+    value: float = setting(1.0, low=0)
+    moves_left: float = setting(0.1, low=0)
 
     def validate(self) -> None:
-        if min(self.policy, self.value, self.moves_left) < 0:
-            raise ValueError("head weights must not be negative")
+        check_settings(self, "heads")
 
 
 @dataclass
@@ -54,23 +54,20 @@ class OptimConfig:
     """The optimizer and its learning-rate schedule."""
 
     name: str = "adamw"  # "adamw" or "sgd" (with Nesterov momentum)
-    lr: float = 2e-3  # peak learning rate
-    weight_decay: float = 1e-4
-    momentum: float = 0.9  # SGD only
+    lr: float = setting(2e-3, above=0)  # peak learning rate
+    weight_decay: float = setting(1e-4, low=0)
+    momentum: float = setting(0.9, low=0, below=1)  # SGD only
     schedule: str = "onecycle"  # "onecycle" (linear warm-up, cosine down), "cosine" (no warm-up), "constant"
-    warmup_fraction: float = 0.05  # of all steps, for onecycle
-    final_lr_fraction: float = 0.02  # the learning rate at the last step, as a fraction of lr
-    grad_clip: float = 1.0  # max gradient norm (0 = off)
+    warmup_fraction: float = setting(0.05, low=0, high=1)  # of all steps, for onecycle
+    final_lr_fraction: float = setting(0.02, low=0, high=1)  # the learning rate at the last step, as a share of lr
+    grad_clip: float = setting(1.0, low=0)  # max gradient norm (0 = off)
 
     def validate(self) -> None:
+        check_settings(self, "optim")
         if self.name not in ("adamw", "sgd"):
             raise ValueError(f"unknown optimizer {self.name!r}; use 'adamw' or 'sgd'")
         if self.schedule not in ("onecycle", "cosine", "constant"):
             raise ValueError(f"unknown schedule {self.schedule!r}; use 'onecycle', 'cosine' or 'constant'")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"the learning rate must be positive, not {self.lr}")
-        if self.weight_decay < 0 or self.grad_clip < 0 or not 0 <= self.momentum < 1:
-            raise ValueError("weight_decay and grad_clip must not be negative, momentum must lie in [0, 1)")
 
 
 def lr_at(cfg: OptimConfig, step: int, total: int) -> float:
@@ -235,6 +232,10 @@ def autocast(device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
 
+class TrainingDiverged(ValueError):
+    """The loss is no longer a finite number: training cannot go on from these weights."""
+
+
 class Learner:
     """A network, its optimizer and the one training step."""
 
@@ -260,6 +261,11 @@ class Learner:
             out = self.model(batch.planes)
         parts = losses(out, batch, self.label_smoothing)
         loss = total_loss(parts, self.heads)
+        if not bool(torch.isfinite(loss)):
+            # Stepping on would make every weight NaN, and the next checkpoint a network that cannot play.
+            raise TrainingDiverged(f"the training loss is {loss.item()} (the network or a setting such as "
+                                   f"the learning rate, weight decay or head weights made it diverge); "
+                                   f"stopped before writing another checkpoint")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.optim.grad_clip > 0:

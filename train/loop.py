@@ -26,12 +26,13 @@ from selfplay.actor import SelfPlayConfig, actors_for_machine, load_ballot, run_
 from selfplay.replay_buffer import ReplayDamage, ReplayError, ReplayReader
 from train.cluster import ClusterConfig, ClusterError, RayRoles
 from train.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_gating_log
+from train.learning import TrainingDiverged
 from train.ratings import REFERENCE, RatingsTable
 from train.supervisor import FATAL_EXIT_CODE, Supervisor
 from train.trainer import Trainer, TrainerConfig
 from zero.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-from zero.config import (ConfigError, atomic_write_bytes, load_config, remove_leftover_temp_files, save_config, to_dict,
-                         write_run_record)
+from zero.config import (ConfigError, atomic_write_bytes, load_config, remove_leftover_temp_files, save_config, setting,
+                         to_dict, write_run_record)
 from zero.openings import BallotError
 from zero.rundir import RunDir, RunDirError
 from zero.wandb_logging import WandbMissing, import_wandb
@@ -52,7 +53,7 @@ class LoopConfig:
     # Self-play processes; -1 = sized for the machine (selfplay.actor.actors_for_machine): 1 on a CPU-only
     # machine, with CUDA one per core the trainer and gatekeeper leave, all feeding the GPU.
     actors: int = -1
-    status_seconds: float = 15.0  # how often the status line is printed (and logged to wandb)
+    status_seconds: float = setting(15.0, above=0)  # how often the status line is printed (and logged to wandb)
     wandb: bool = False  # log to wandb (offline: no account needed; `wandb sync` uploads later)
     wandb_mode: str = "offline"
     # Where the replay store lives: "" = the run directory; an object-store URL (s3://bucket/prefix,
@@ -88,7 +89,7 @@ def stops_for_good(role: str, *errors: type[Exception]):
 
 
 def trainer_role(run_dir: str, cfg: LoopConfig, initial: str) -> None:
-    with stops_for_good("trainer", ReplayDamage):
+    with stops_for_good("trainer", ReplayDamage, TrainingDiverged, CheckpointError):
         _train(run_dir, cfg, initial)
 
 

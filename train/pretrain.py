@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from train.learning import HeadWeights, Learner, OptimConfig, autocast, lr_at
+from train.learning import HeadWeights, Learner, OptimConfig, TrainingDiverged, autocast, lr_at
 from train.pretrain_dataset import PretrainDataset
 from zero.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from zero.config import code_version, to_dict, write_run_record
@@ -347,7 +347,10 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
             bar.write(f"time limit of {cfg.max_minutes} minutes reached at step {step}/{cfg.steps}")
             break
         lr = lr_at(cfg.optim, step, cfg.steps)
-        parts = learner.step(data.samples(order.at(step)), lr)
+        try:
+            parts = learner.step(data.samples(order.at(step)), lr)
+        except TrainingDiverged as exc:
+            raise PretrainError(f"step {step}: {exc}") from None
         step += 1
         bar.update(1)
         for k in ("policy", "value", "moves_left"):

@@ -10,7 +10,8 @@ from pathlib import Path
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", default="runs/default", help="run directory (default runs/default)")
     p.add_argument("--all", action="store_true",
-                   help="every candidate, not only the run's start and the promoted networks")
+                   help="every candidate still in the run (the gatekeeper deletes rejected and skipped ones), "
+                        "not only the run's start and the promoted networks")
     p.add_argument("--selfplay-positions", type=int, default=4096, metavar="N",
                    help="self-play positions drawn (once, then kept in the run) for the held-out set")
     p.add_argument("--oca-positions", type=int, default=8192, metavar="N",

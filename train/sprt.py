@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 
 from train.match import elo_from_score
+from zero.config import setting
 
 # Variance floor: an all-draw sample has zero variance; a floor keeps the LLR finite (and strongly negative).
 _MIN_VARIANCE = 1e-4
@@ -39,12 +40,12 @@ class SprtConfig:
     # (benchmarks/sprt_bench.py; benchmarks/RESULTS.md). A good candidate missed is gated again soon: the
     # next one carries the same training and more.
     elo1: float = 40.0
-    alpha: float = 0.05  # false promotion rate
-    beta: float = 0.05  # false rejection rate
-    max_pairs: int = 144  # the whole 3-move ballot, each opening with both colours
+    alpha: float = setting(0.05, above=0, below=1)  # false promotion rate
+    beta: float = setting(0.05, above=0, below=1)  # false rejection rate
+    max_pairs: int = setting(144, low=1)  # the whole 3-move ballot, each opening with both colours
     # No decision before this many pairs: the variance estimate of a handful of (often drawn) pairs is too
     # small to trust, and the approximate LLR would stop the test on noise.
-    min_pairs: int = 10
+    min_pairs: int = setting(10, low=1)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from selfplay.replay_buffer import ReplayReader
 from train.learning import HeadWeights, Learner, OptimConfig, Samples, samples_from_replay
 from train.pretrain_dataset import DatasetError, build_dataset, open_dataset
 from zero.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from zero.config import check_settings, setting
 from zero.data import data_file
 from zero.rundir import RunDir
 
@@ -53,7 +54,7 @@ class TrainerConfig:
     expert_data: str = "auto"
     expert_share: float = 0.25  # share of each batch from expert positions at step 0 ...
     expert_decay_steps: int = 20_000  # ... decaying linearly to zero over this many steps
-    poll_seconds: float = 2.0  # wait between checks for new data
+    poll_seconds: float = setting(2.0, low=0)  # wait between checks for new data
     device: str = "auto"
     torch_threads: int = 1  # CPU threads for training: actors and the gatekeeper need the other cores
     compile: bool = False  # torch.compile the network (CUDA)
@@ -63,6 +64,7 @@ class TrainerConfig:
     seed: int = 1
 
     def validate(self) -> None:
+        check_settings(self, "trainer")
         self.optim.validate()
         self.heads.validate()
         if self.batch_size < 1 or self.checkpoint_every < 1 or self.torch_threads < 1:
@@ -71,6 +73,9 @@ class TrainerConfig:
             raise ValueError("trainer.samples_per_position must be positive and min_positions not negative")
         if not 1 <= self.window_min <= self.window_max or not 0 < self.window_fraction <= 1:
             raise ValueError("trainer windows: need 1 <= window_min <= window_max and 0 < window_fraction <= 1")
+        if self.batch_size > self.window_max:
+            raise ValueError(f"trainer.batch_size = {self.batch_size}: must be at most trainer.window_max "
+                             f"({self.window_max:,}), the most positions the replay window ever holds")
         if not 0 <= self.expert_share <= 1:
             raise ValueError("trainer.expert_share must lie in [0, 1]")
         if self.device not in ("auto", "cpu", "cuda"):

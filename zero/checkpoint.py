@@ -116,6 +116,7 @@ def save_checkpoint(
     # torch.compile wraps the module; the weights are the original module's.
     module = getattr(net, "_orig_mod", net)
     state_dict = {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+    _check_finite(Path(path), state_dict, "refusing to write it")
     if half:
         state_dict = {k: v.half() if v.is_floating_point() else v for k, v in state_dict.items()}
     payload_obj = {
@@ -147,8 +148,8 @@ def load_checkpoint(
     expect_config: NetworkConfig | None = None,
 ) -> Checkpoint:
     """Read and validate a checkpoint. Raises CheckpointError saying what is wrong: missing file, not a
-    checkpoint, other format version, truncated, corrupt bytes, or weights that do not fit the stored
-    config (or expect_config, when given)."""
+    checkpoint, other format version, truncated, corrupt bytes, weights that do not fit the stored config
+    (or expect_config, when given), or weights that are not finite."""
     path = Path(path)
     if path.is_dir():
         raise CheckpointError(f"{path} is a directory, not a checkpoint file (where a network is expected, a run "
@@ -214,6 +215,7 @@ def _from_payload(path: Path, obj: dict, expect_config: NetworkConfig | None) ->
             + ", ".join(f"{k}: expected {a}, checkpoint has {b}" for k, (a, b) in diff.items())
         )
     _check_weights_fit(path, cfg, state_dict)
+    _check_finite(path, state_dict, "it cannot be used")
     # Weights stored in half precision (save_checkpoint's half) compute in float32 like all others.
     half = any(v.dtype == torch.float16 for v in state_dict.values())
     state_dict = {k: v.float() if v.is_floating_point() else v for k, v in state_dict.items()}
@@ -252,3 +254,13 @@ def _check_weights_fit(path: Path, cfg: NetworkConfig, state_dict: dict[str, tor
         raise CheckpointError(
             f"{path}: weights do not fit the network config {cfg}: " + "; ".join(problems[:6])
         )
+
+
+def _check_finite(path: Path, state_dict: dict[str, torch.Tensor], consequence: str) -> None:
+    """Weights that are NaN or infinite (a training run that diverged) hash like any others, but the network
+    they make answers NaN for every position, and a search cannot rank moves on that."""
+    bad = [k for k, v in state_dict.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise CheckpointError(f"{path}: the network's weights are not finite (NaN or infinite in {len(bad)} of "
+                              f"{len(state_dict)} tensors, e.g. {bad[0]}): the training that made them diverged; "
+                              f"{consequence}")

@@ -2,8 +2,10 @@
 
 Every settings class in the project is a (possibly nested) dataclass of scalars, strings, lists and other
 dataclasses. `load_config` builds one from its defaults, then a TOML file, then `section.key=value`
-overrides; `write_run_record` stores the resolved config, the code version and the seeds beside a run's
-outputs so the run can be reproduced and resumed.
+overrides, and checks it (`check_settings`): every float must be finite, and a field declared with
+`setting(default, ...)` must lie in its range (declared once, beside the field); relations between fields
+stay in the classes' own `validate()`. `write_run_record` stores the resolved config, the code version and
+the seeds beside a run's outputs so the run can be reproduced and resumed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import platform
 import subprocess
@@ -34,6 +37,61 @@ INFERENCE_PRECISIONS = ("auto", "float32", "int8")
 
 class ConfigError(ValueError):
     """A config file or override that does not fit the settings class (the message says where)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The values a setting allows: a range (inclusive `low` / `high`, exclusive `above` / `below`) or, for a
+    string, its `choices`."""
+
+    low: float | None = None
+    high: float | None = None
+    above: float | None = None
+    below: float | None = None
+    choices: tuple[str, ...] = ()
+
+    def allows(self, value: Any) -> bool:
+        if self.choices:
+            return value in self.choices
+        return ((self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+                and (self.above is None or value > self.above) and (self.below is None or value < self.below))
+
+    def describe(self) -> str:
+        """What the setting must be, to follow "must be": "at least 1", "in [0, 1]", "one of 'a', 'b'"."""
+        if self.choices:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        lo = f"[{self.low:,}" if self.low is not None else f"({self.above:,}" if self.above is not None else None
+        hi = f"{self.high:,}]" if self.high is not None else f"{self.below:,})" if self.below is not None else None
+        if lo and hi:
+            text = f"in {lo}, {hi}"
+        elif lo:
+            text = f"at least {self.low:,}" if self.low is not None else f"above {self.above:,}"
+        else:
+            text = f"at most {self.high:,}" if self.high is not None else f"below {self.below:,}"
+        return text
+
+
+def setting(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **limits) -> Any:
+    """A settings field with the values it allows (the keyword arguments of Limits)."""
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={"limits": Limits(**limits)})
+
+
+def check_settings(cfg: Any, prefix: str = "") -> None:
+    """Refuse, with a ConfigError naming the setting and what it allows, a float that is not finite (no
+    setting means NaN or infinity, and either passes every comparison a range check makes, or none) and a
+    value outside its field's Limits; nested settings are checked as `prefix.section.key`."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        where = f"{prefix}.{f.name}" if prefix else f.name
+        if dataclasses.is_dataclass(value):
+            check_settings(value, where)
+            continue
+        limits = f.metadata.get("limits")
+        if isinstance(value, float) and not math.isfinite(value):
+            range_ = f" {limits.describe()}" if limits else ""
+            raise ConfigError(f"{where} = {value}: must be a finite number{range_}")
+        if limits is not None and value is not None and not limits.allows(value):
+            raise ConfigError(f"{where} = {value!r}: must be {limits.describe()}")
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -131,9 +189,14 @@ def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: 
                 file_data = tomllib.load(fh)
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config {path}: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"cannot read config {path}: not UTF-8 text, as TOML must be ({exc.reason} at "
+                              f"byte {exc.start})") from None
         _merge(data, file_data)
     apply_overrides(data, overrides or [])
-    return _from_dict(cls, data)
+    cfg = _from_dict(cls, data)
+    check_settings(cfg)
+    return cfg
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> None:

@@ -442,6 +442,13 @@ class Egdb:
         return max(values, key=score)[0] if values else None
 
 
+def built(pieces: int, directory: Path | None = None) -> bool:
+    """Whether every file of the databases of at most `pieces` pieces is in `directory` (default_dir()); load
+    checks what they hold."""
+    directory = Path(directory) if directory is not None else default_dir()
+    return all(slice_path(directory, s).is_file() for s in layout(pieces).slices)
+
+
 def load(pieces: int, directory: Path | None = None) -> Egdb:
     """The databases of at most `pieces` pieces from `directory` (default_dir()); EgdbFileError names the
     first missing or corrupt file."""

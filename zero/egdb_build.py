@@ -23,8 +23,8 @@ from zero import movegen
 from zero.bitboard import FULL, NEIGHBOUR, lowest_bit_index
 from zero.config import atomic_write_bytes, remove_leftover_temp_files
 from zero.egdb import (
-    DRAW, DRAW_CODE, LOSS, MAX_DISTANCE, UNSOLVED_CODE, WIN, Egdb, EgdbFileError, Slice, default_dir, encode_slice,
-    flip, kings_count, kings_index, layout, load, men_conf, mirror, probe, read_slice, slice_path,
+    DRAW, DRAW_CODE, LOSS, MAX_DISTANCE, UNSOLVED_CODE, WIN, Egdb, EgdbFileError, Slice, built, default_dir,
+    encode_slice, flip, kings_count, kings_index, layout, load, men_conf, mirror, probe, read_slice, slice_path,
 )
 
 # What ensure_built builds on first use: a few seconds.
@@ -294,6 +294,6 @@ def largest_available(directory: Path | None = None, most: int = 6) -> Egdb:
     play, analysis and the search players use."""
     directory = Path(directory) if directory is not None else default_dir()
     for pieces in range(most, QUICK_PIECES, -1):
-        if all(slice_path(directory, s).is_file() for s in layout(pieces).slices):
+        if built(pieces, directory):
             return load(pieces, directory)
     return ensure_built(min(most, QUICK_PIECES), directory)

@@ -42,8 +42,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _build(pieces: int, out: Path | None, progress: bool) -> int:
+    from zero.egdb import EgdbFileError, built, load
     from zero.egdb_build import build
 
+    if built(pieces, out):
+        try:
+            db = load(pieces, out)  # sound files: nothing to solve (a damaged one is solved again below)
+        except EgdbFileError:
+            pass
+        else:
+            print(f"{db.directory}: already built ({db.tables.codes.size} positions with at most {pieces} pieces); "
+                  f"nothing to do")
+            return 0
     started = time.perf_counter()
     db = build(pieces, out, progress=progress)
     seconds = time.perf_counter() - started
@@ -54,11 +64,25 @@ def _build(pieces: int, out: Path | None, progress: bool) -> int:
 
 
 def _probe(fen: str, pieces: int | None, directory: Path | None) -> int:
-    from zero.egdb import load
-    from zero.notation import fen_to_position
+    from zero.egdb import built, default_dir, load
+    from zero.notation import NotationError, fen_to_position
 
-    position = fen_to_position(fen)
-    db = load(pieces or max(2, position.piece_count()), directory)
+    try:
+        position = fen_to_position(fen)
+    except NotationError as exc:
+        print(f"error: {fen!r} is not a position in FEN, e.g. W:WK6,K9:BK15 ({exc})", file=sys.stderr)
+        return 2
+    held = position.piece_count()
+    pieces = pieces or max(2, held)
+    if pieces < held:
+        print(f"error: {fen} has {held} pieces, more than the {pieces}-piece database holds", file=sys.stderr)
+        return 2
+    if not built(pieces, directory):
+        out = f" --out {directory}" if directory is not None else ""
+        print(f"error: the {pieces}-piece database is not in {directory or default_dir()}; build it: "
+              f"checkers-zero egdb build --pieces {pieces}{out}", file=sys.stderr)
+        return 2
+    db = load(pieces, directory)
     print(f"{fen}: {db.probe(position)}")
     best = db.best_move(position)
     if best is not None:

@@ -158,7 +158,10 @@ def count_shared_moves(actions, n):
 @njit(cache=True)
 def legal_policy(logits, actions, n, out):
     """Prior per legal move: softmax over the distinct legal actions, each action's probability split
-    equally among the moves that share it. Writes out[:n] (float32/float64), which sums to 1."""
+    equally among the moves that share it. Writes out[:n] (float32/float64), which sums to 1.
+
+    Logits that give no distribution (NaN or infinite ones: a diverged network) give equal priors: a prior
+    that is not a number would make every PUCT score NaN, and a descent that can choose no child never ends."""
     top = -np.inf
     for k in range(n):
         if logits[actions[k]] > top:
@@ -172,6 +175,10 @@ def legal_policy(logits, actions, n, out):
                 mult += 1
         out[k] = np.exp(logits[actions[k]] - top) / mult
         total += out[k]
+    if not (np.isfinite(total) and total > 0.0):
+        for k in range(n):
+            out[k] = 1.0 / n
+        return
     for k in range(n):
         out[k] /= total
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from zero import movegen
+from zero.config import setting
 
 INITIAL_BLACK = (1 << 12) - 1
 INITIAL_WHITE = ((1 << 12) - 1) << 20
@@ -133,12 +134,12 @@ class Termination(str, Enum):
 class RulesConfig:
     """Draw rules. The limits are settings because published rule sets and engines differ on them."""
 
-    repetitions_for_draw: int = 3  # the same position, same side to move, for this many times
-    no_progress_plies: int = 80  # 40 moves each with no capture and no man moved
+    repetitions_for_draw: int = setting(3, low=2)  # the same position, same side to move, this many times
+    no_progress_plies: int = setting(80, low=1)  # 40 moves each with no capture and no man moved
     # The one game-length cap of self-play, gating and matches: a game still going after this many plies is
     # a draw flagged max-length (it bounds a match's time; the other draw rules end nearly every game first).
     # 0 = no cap.
-    max_plies: int = 300
+    max_plies: int = setting(300, low=0)
 
 
 @dataclass(frozen=True)

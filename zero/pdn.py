@@ -25,7 +25,8 @@ Reading
     longest line has 88 characters, its longest game 239 plies, its largest header 7 tags): a line longer than
     MAX_LINE characters is not read (when a path is given it is not even held whole) and fails the game it
     falls in, closing any comment open there, since where that comment ends cannot be known without reading
-    the line; a tag value longer than MAX_TAG, a header with more than MAX_TAGS tags, or more than MAX_PLIES
+    the line; as it may have held the game's result too, a tag or a blank line after it ends that game; a
+    tag value longer than MAX_TAG, a header with more than MAX_TAGS tags, or more than MAX_PLIES
     moves fail their game and nothing more of it is kept. Reading goes on with the next game.
 
     A move written with `x` that is not a capture (or `-` for a capture) is accepted, as human archives
@@ -138,7 +139,7 @@ _SPLIT_SQUARES = re.compile(r"[-x:]")
 class _Draft:
     """A game being collected: its header, move texts with their lines, result and first problem."""
 
-    __slots__ = ("line", "tags", "texts", "lines", "result", "error", "error_line", "depth", "depth_line")
+    __slots__ = ("line", "tags", "texts", "lines", "result", "error", "error_line", "depth", "depth_line", "unread")
 
     def __init__(self, line: int):
         self.line = line
@@ -150,6 +151,7 @@ class _Draft:
         self.error_line: int | None = None
         self.depth = 0  # open variation parentheses
         self.depth_line = 0
+        self.unread = False  # a line of it was too long to read (and may have held its moves and result)
 
     def fail(self, reason: str, line: int) -> None:
         if self.error is None:
@@ -158,7 +160,7 @@ class _Draft:
 
     @property
     def has_movetext(self) -> bool:
-        return bool(self.texts) or self.result is not None
+        return bool(self.texts) or self.result is not None or self.unread
 
 
 def _lines_of(source: str | os.PathLike | Iterable[str]) -> tuple[Iterable[str], io.TextIOBase | None]:
@@ -218,6 +220,13 @@ def _drafts(lines: Iterable[str]) -> Iterator[_Draft]:
             if done is not None:
                 yield done
             game.fail(f"line longer than {MAX_LINE} characters, not read", lineno)
+            game.unread = True
+            continue
+        if game is not None and game.unread and not comment_line and not line.strip():
+            # The unread line may have ended the game: a blank line after it ends it, as blank lines part the
+            # games of archives, so that the next game (tags or none) is not read into this failed one.
+            yield game
+            game = None
             continue
         pos = 0
         end = len(line)

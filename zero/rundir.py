@@ -20,7 +20,8 @@ place that says where each of them finds what it needs (as minigo's fsdb does):
       ratings.json            all results behind the Elo table; ratings.png is drawn from it
       status/                 each role's latest figures (ROLE.json), for the status line
       report/                 `checkers-zero report`: its fixed self-play positions, the calibration plot
-      loop.lock               held by the loop that owns the run (its process id and host inside)
+      loop.lock               names the loop that owns the run (its process id and host; the lock is an
+                              flock on the run directory itself, which no file operation in it can undo)
       continued-from.json     a run started with `loop --from RUN --take-replay`: what it took from that run
 
 A run directory is accepted wherever a checkpoint is expected (`zero.checkpoint.resolve_checkpoint`), and
@@ -36,7 +37,6 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from zero.config import atomic_write_bytes
 from zero.objectstore import Lease, LeaseError, ObjectPath, is_object_store_url
@@ -133,14 +133,14 @@ class RunDir:
             except LeaseError as exc:
                 raise RunDirError(f"another process is writing replay actor {actor_id} ({exc})") from None
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             # The kernel drops the lock when the holder dies (SIGKILL included): a restart never waits on it.
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            handle.close()
+            os.close(fd)
             raise RunDirError(f"another process is writing replay actor {actor_id} in {self.root}") from None
-        return FileLock(handle)
+        return FileLock(fd)
 
     @property
     def expert_data(self) -> Path:
@@ -265,43 +265,48 @@ class RunDir:
             return None
 
     # -- ownership ---------------------------------------------------------------------------------------
-    def take_loop_lock(self) -> IO:
-        """Make this process the one loop of the run; keep the returned file open for as long as it runs.
+    def take_loop_lock(self) -> "FileLock":
+        """Make this process the one loop of the run; keep the returned lock until it stops (`close()`).
 
-        The lock is an flock, which the kernel drops when its holder dies (kill -9 included), so a lock
-        left by a dead loop never blocks a resume. A second loop is refused with a RunDirError naming the
-        one that holds the run."""
+        The lock is an flock on the run directory itself, not on a file in it: a file can be deleted or
+        replaced while its lock is held, and a second loop would then lock the new file and run beside the
+        first. The kernel drops an flock when its holder dies (kill -9 included), so a lock left by a dead
+        loop never blocks a resume. loop.lock only names the holder, for the RunDirError that refuses a
+        second loop."""
         if self.root.exists() and not self.root.is_dir():
             raise RunDirError(f"{self.root} is a file, not a run directory")
         self.root.mkdir(parents=True, exist_ok=True)
-        handle = open(self.loop_lock_file, "a+")
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "a process that has not written its name yet"
-            handle.close()
-            raise RunDirError(f"{self.root} is in use by another loop ({holder}); stop it first, or use "
-                              f"another --run directory") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"process {os.getpid()} on host {socket.gethostname()}, "
-                     f"started {time.strftime('%Y-%m-%d %H:%M:%S')}")
-        handle.flush()
-        return handle
+            os.close(fd)
+            try:
+                holder = self.loop_lock_file.read_text().strip()
+            except OSError:
+                holder = ""
+            holder = holder or "a process that has not written its name yet"
+            raise RunDirError(f"{self.root} is in use by another loop ({holder}); stop it first, or use another "
+                              f"--run directory") from None
+        self.loop_lock_file.write_text(f"process {os.getpid()} on host {socket.gethostname()}, "
+                                       f"started {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        return FileLock(fd)
 
 
 class FileLock:
-    """An flock held through an open file: the kernel keeps it until the holder closes it or dies, so it
-    cannot be lost while held (check() never raises; generation 0 says there is no lease to fence)."""
+    """An flock held through an open file descriptor: the kernel keeps it until the holder closes it or
+    dies, so it cannot be lost while held (check() never raises; generation 0 says there is no lease to
+    fence)."""
 
     generation = 0
 
-    def __init__(self, handle: IO) -> None:
-        self._handle = handle
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
 
     def check(self) -> None:
         pass
 
     def close(self) -> None:
-        self._handle.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
