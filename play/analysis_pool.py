@@ -17,7 +17,7 @@ from play.queries import EngineSettings, Query, answer
 from selfplay import mcts
 from selfplay.analysis import analysis_of, principal_variation, with_database
 from selfplay.evaluators import PositionEvaluator
-from selfplay.search import BatchedSearch
+from selfplay.search import BatchedSearch, warm_up
 from zero.egdb import Egdb
 from zero.game import Game, Move, Position
 
@@ -50,6 +50,8 @@ class AnalysisPool:
         self.evaluator = evaluator
         self.settings = settings
         self.egdb = egdb
+        # Before the first query's clock starts (its time counts from when it gets a tree).
+        warm_up(evaluator, settings.search, settings.rules, egdb)
         self.search = BatchedSearch(settings.slots, settings.search, settings.rules, capacity=settings.tree_nodes,
                                     egdb=egdb)
         self.waiting: deque[Task] = deque()

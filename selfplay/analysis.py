@@ -16,7 +16,8 @@ import numpy as np
 
 from selfplay import mcts
 from selfplay.evaluators import PositionEvaluator
-from selfplay.search import BatchedSearch, SearchConfig, choose_move, move_order, moves_by_key, proven_wdl, wdl_of
+from selfplay.search import (BatchedSearch, SearchConfig, choose_move, move_order, moves_by_key, proven_wdl, warm_up,
+                             wdl_of)
 from zero.egdb import Egdb
 from zero.game import Game, Move, Position
 
@@ -110,11 +111,13 @@ class GameSearch:
             raise ValueError("a search needs a number of simulations, a time or both")
         if simulations is not None and simulations < 1:
             raise ValueError("simulations must be at least 1")
+        if seconds is not None:
+            warm_up(self.evaluator, self.config, game.rules, self.egdb)
         deadline = time.perf_counter() + seconds if seconds is not None else math.inf
         search = self._rooted_at(game)
         search.start(0, simulations if simulations is not None else self.capacity)
-        # At least one step even when the time is already spent (a loaded machine, the kernels compiling):
-        # a player on the clock must answer with a move.
+        # At least one step even when the time is already spent (a loaded machine): a player on the clock
+        # must answer with a move.
         while not search.complete()[0]:
             search.step(self.evaluator)
             if time.perf_counter() >= deadline:

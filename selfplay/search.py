@@ -336,3 +336,42 @@ def sample_by_visits(visits: np.ndarray, temperature: float, rng: np.random.Gene
 
 def moves_by_key(position: Position) -> dict[tuple[int, int, int], Move]:
     return {(m.from_square - 1, m.to_square - 1, m.captured): m for m in position.legal_moves()}
+
+
+# Whether this process has run every search kernel once (warm_up).
+_warmed_up = False
+# A warm-up that takes longer than this is compiling, and says so.
+WARM_UP_NOTICE_SECONDS = 1.0
+
+
+def warm_up(evaluator: PositionEvaluator, config: SearchConfig | None = None, rules: RulesConfig | None = None,
+            egdb: Egdb | None = None) -> None:
+    """Run every search kernel once on a throwaway tree, and the evaluator on its leaves, before any clock
+    starts: numba compiles the kernels on their first call (or loads them from its cache), which after an
+    install takes longer than a whole move's time, and a search on the clock must spend its time searching.
+    Once per process; a warm-up that takes more than a second says so on stderr while it runs."""
+    global _warmed_up
+    if _warmed_up:
+        return
+    import sys
+    import threading
+
+    notice = threading.Timer(WARM_UP_NOTICE_SECONDS, lambda: print(
+        "preparing the search: compiling its kernels (once after an install, up to half a minute) ...",
+        file=sys.stderr, flush=True))
+    notice.daemon = True
+    notice.start()
+    try:
+        game = Game(rules=rules or RulesConfig())
+        search = BatchedSearch(1, config, game.rules, simulations=64, egdb=egdb)
+        search.set_root(0, game)
+        search.start(0, 32)
+        search.run(evaluator)
+        move = game.legal_moves()[0]
+        game.play(move)
+        search.follow(0, [move], game)  # the re-rooting kernels of a tree kept between moves
+        search.start(0, 64)
+        search.run(evaluator)
+    finally:
+        notice.cancel()
+    _warmed_up = True

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from selfplay.evaluators import PositionEvaluator
-from selfplay.search import BatchedSearch, SearchConfig
+from selfplay.search import BatchedSearch, SearchConfig, warm_up
 from zero.egdb import Egdb
 from zero.endgame_judge import EndgameMistakes, judge_game
 from zero.game import Game, Move, Outcome, RulesConfig, Termination
@@ -327,8 +327,10 @@ def play_match(
     game's, and games in flight would share the processor it measures. Such games are as reproducible as
     the clock.
     """
-    if any(isinstance(p, NetworkPlayer) and p.seconds is not None for p in (a, b)):
-        parallel = 1
+    for player in (a, b):
+        if isinstance(player, NetworkPlayer) and player.seconds is not None:
+            parallel = 1
+            warm_up(player.evaluator, player.config, rules, player.egdb)  # before its first move's clock
     result = MatchResult(a.name, b.name)
     for i, game in enumerate(done.games if done else []):
         result.add(game, done.a_is_black[i], done.opening_index[i])
