@@ -109,6 +109,24 @@ class _SlowFirstCall:
         return self.inner.evaluate(planes)
 
 
+def _calls_at_first_timed_step(monkeypatch, module, slow: _SlowFirstCall) -> list[int]:
+    """Cold search kernels, and a record of how many calls `slow` had had when the search that `module`
+    makes (not warm_up's) took its first step."""
+    import selfplay.search as search_module
+
+    monkeypatch.setattr(search_module, "_warmed_up", False)
+    record: list[int] = []
+
+    class Recorded(search_module.BatchedSearch):
+        def step(self, evaluator):
+            if not record:
+                record.append(slow.calls)
+            return super().step(evaluator)
+
+    monkeypatch.setattr(module, "BatchedSearch", Recorded)
+    return record
+
+
 def test_the_first_search_on_the_clock_gets_its_time(monkeypatch, capsys):
     """The kernels are compiled and the evaluator warmed before the clock starts, with a message while that
     takes long: the slow first call comes before the timed search's first step (before, it was that step,
@@ -116,45 +134,25 @@ def test_the_first_search_on_the_clock_gets_its_time(monkeypatch, capsys):
     import selfplay.analysis as analysis_module
     import selfplay.search as search_module
 
-    monkeypatch.setattr(search_module, "_warmed_up", False)
     monkeypatch.setattr(search_module, "WARM_UP_NOTICE_SECONDS", 0.1)
     slow = _SlowFirstCall(2.0)
-    calls_at_first_step = []
-
-    class TimedSearch(search_module.BatchedSearch):
-        def step(self, evaluator):
-            if not calls_at_first_step:
-                calls_at_first_step.append(slow.calls)
-            return super().step(evaluator)
-
-    monkeypatch.setattr(analysis_module, "BatchedSearch", TimedSearch)
+    calls_at_first_step = _calls_at_first_timed_step(monkeypatch, analysis_module, slow)
     GameSearch(slow).analyse(Game(), seconds=0.05)
     assert calls_at_first_step[0] >= 1
     assert "preparing the search: compiling its kernels" in capsys.readouterr().err
     # Once per process: a second search warms nothing and says nothing.
-    again = _SlowFirstCall(0.0)
-    GameSearch(again).analyse(Game(), seconds=0.05)
+    GameSearch(_SlowFirstCall(0.0)).analyse(Game(), seconds=0.05)
     assert capsys.readouterr().err == ""
 
 
 def test_a_match_player_on_the_clock_is_warmed_before_its_first_move(monkeypatch):
-    import selfplay.search as search_module
     import train.match as match_module
     from train.match import NetworkPlayer, play_match
     from zero.openings import Opening
     from zero.players import RandomPlayer
 
-    monkeypatch.setattr(search_module, "_warmed_up", False)
     slow = _SlowFirstCall(0.3)
-    calls_at_first_step = []
-
-    class MatchSearch(search_module.BatchedSearch):
-        def step(self, evaluator):
-            if not calls_at_first_step:
-                calls_at_first_step.append(slow.calls)
-            return super().step(evaluator)
-
-    monkeypatch.setattr(match_module, "BatchedSearch", MatchSearch)
+    calls_at_first_step = _calls_at_first_timed_step(monkeypatch, match_module, slow)
     player = NetworkPlayer("clock", slow, 20_000, SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES), seconds=0.05)
     play_match(player, RandomPlayer(0), [Opening("start", ())], games=1)
     assert calls_at_first_step[0] >= 1  # the slow first call came before the match's first search step
