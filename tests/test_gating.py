@@ -134,11 +134,36 @@ def test_the_status_line_shows_the_match_in_progress(setup):
     with pytest.raises(GatingInterrupted):
         keeper.gate(candidate, 200, best)
     line = format_status(status_snapshot(run.root), 60.0)
-    assert "playing gate-candidate-0000200-vs-candidate-0000100: game 2/6 +" in line, line
+    assert "gate candidate-0000200 vs candidate-0000100: game 2/6 +" in line, line
+    # Before: the SPRT's progress was not shown while a gate ran.
+    assert ", LLR " in line and " in (-2.94, 2.94)" in line, line
     keeper.show_idle()
     assert "gatekeeper: waiting for a candidate" in format_status(status_snapshot(run.root), 60.0)
     run.write_status("trainer", {"step": 0, "phase": "building the OCA expert dataset (first start only, ~40 s)"})
     assert "trainer: building the OCA expert dataset" in format_status(status_snapshot(run.root), 60.0)
+
+
+def test_a_gating_decision_is_a_log_line_of_its_own():
+    # Before: the decision showed only inside a status line of about 300 characters.
+    entry = {"candidate": "/run/checkpoints/candidate-0004000.pt", "best": "/run/checkpoints/candidate-0003000.pt",
+             "decision": "promote", "games": 58, "wins": 20, "draws": 30, "losses": 8, "llr": 2.97, "elo": 72.4,
+             "elo_ci95": [18.1, 131.0]}
+    assert Gatekeeper.decision_line(entry) == ("gate candidate-0004000 vs candidate-0003000: +20 =30 -8 in 58 games, "
+                                               "Elo +72 (+18 .. +131), LLR 2.97: PROMOTE")
+
+
+def test_status_lines_stay_short_with_everything_going_on():
+    # Before: one line of about 300 characters.
+    from train.loop import format_status
+
+    snap = {"games": 123456, "positions": 12345678, "trainer": {"step": 1234567, "loss": 2.3456},
+            "best": "candidate-1234567", "best_elo": 1523.4, "best_vs_reference": 312.3,
+            "best_vs_reference_ci95": 45.2, "promotions": 123,
+            "gatekeeper": {"match": "gate-candidate-1240000-vs-candidate-1234567", "games": 137, "of": 288,
+                           "wins": 52, "draws": 60, "losses": 25, "llr": -1.23, "llr_bounds": [-2.94, 2.94]}}
+    lines = format_status(snap, 12345 * 60.0).splitlines()
+    assert len(lines) == 3 and all(len(line) <= 120 for line in lines), lines
+    assert all(line.startswith("[12345.0 min] ") for line in lines)
 
 
 def test_candidates_gating_is_done_with_are_removed(setup):

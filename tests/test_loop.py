@@ -156,7 +156,7 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
         wait_until(lambda: len(read_gating_log(run)) > decided_before, 240, proc, "a gating decision")
         out = interrupt(proc, signal.SIGINT, timeout=120)
     assert proc.returncode == 0, out
-    assert "resuming run" in out
+    assert "resuming run" in out and "the trainer goes on from step" in out, out
     check_invariants(run, run_copy, before)
     assert run_copy.read_bytes() == copied
     assert trainer_step(run) > step_before
@@ -165,6 +165,17 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
     records = list((run / "logs").glob("loop-*-record.json"))
     assert len(records) == 2 and all("code_version" in json.loads(r.read_text()) for r in records)
     assert not children_of(proc.pid)
+
+
+def test_the_runs_clock_goes_on_across_sessions(tmp_path):
+    # Before: the minute counter restarted at 0 when a run was resumed.
+    from train.loop import record_run_minutes, run_minutes
+
+    assert run_minutes(tmp_path) == 0.0
+    record_run_minutes(tmp_path, 0.0, time.time() - 90)  # a first session of a minute and a half
+    assert run_minutes(tmp_path) == pytest.approx(1.5, abs=0.05)
+    resumed = record_run_minutes(tmp_path, run_minutes(tmp_path), time.time())  # the next one, just begun
+    assert resumed / 60 == pytest.approx(1.5, abs=0.05)
 
 
 def test_status_line_gives_the_best_networks_rating_against_the_reference_yardstick(tmp_path):

@@ -137,6 +137,7 @@ class Gatekeeper:
         self.should_stop = should_stop
         self.openings = load_ballot(cfg.openings)
         self.device = None if cfg.device == "auto" else cfg.device
+        self._sprt: PairSprt | None = None  # the gate being played, for its status
         torch.set_num_threads(cfg.torch_threads)
         self.ratings_path = self.run.ratings
 
@@ -236,9 +237,13 @@ class Gatekeeper:
         return result
 
     def _show_match(self, name: str, result: MatchResult, total: int) -> None:
-        """The match in progress, for the loop's status line."""
-        self.run.write_status("gatekeeper", {"match": name, "games": len(result.games), "of": total,
-                                             "wins": result.wins, "draws": result.draws, "losses": result.losses})
+        """The match in progress, for the loop's status line (a gate's with its SPRT against its bounds)."""
+        status = {"match": name, "games": len(result.games), "of": total, "wins": result.wins,
+                  "draws": result.draws, "losses": result.losses}
+        if self._sprt is not None:
+            status.update(llr=round(self._sprt.llr(), 2), llr_bounds=[round(self._sprt.lower_bound, 2),
+                                                                      round(self._sprt.upper_bound, 2)])
+        self.run.write_status("gatekeeper", status)
 
     def show_idle(self) -> None:
         self.run.write_status("gatekeeper", {"phase": "waiting for a candidate"})
@@ -252,7 +257,7 @@ class Gatekeeper:
         """Play candidate against best until the SPRT decides; promote on success. Returns the log entry."""
         cand_player = self._network_player(candidate)
         best_player = self._network_player(best)
-        sprt = PairSprt(self.cfg.sprt)
+        sprt = self._sprt = PairSprt(self.cfg.sprt)
         pending: dict[int, list[float]] = {}
 
         def count(result: MatchResult, i: int) -> None:
@@ -265,9 +270,12 @@ class Gatekeeper:
         done = self._journal(name, cand_player.name, best_player.name).read(self.openings, self.rules)
         for i in range(len(done.games)):  # the SPRT sees the resumed games in the order they finished
             count(done, i)
-        result = self._match(name, cand_player, best_player, self.cfg.seed + candidate_step, None,
-                             self.cfg.parallel_games, on_game=lambda _, r: count(r, len(r.games) - 1),
-                             should_stop=lambda _: sprt.decision() is not None, done=done)
+        try:
+            result = self._match(name, cand_player, best_player, self.cfg.seed + candidate_step, None,
+                                 self.cfg.parallel_games, on_game=lambda _, r: count(r, len(r.games) - 1),
+                                 should_stop=lambda _: sprt.decision() is not None, done=done)
+        finally:
+            self._sprt = None
         decision = sprt.decision() or ("promote" if sprt.elo_interval()[1] > self.cfg.sprt.elo0 else "reject")
         pdn_path = self._save_match(result, name)
         elo, low, high = sprt.elo_interval() if sprt.pair_scores else (0.0, 0.0, 0.0)
@@ -288,6 +296,15 @@ class Gatekeeper:
         self._close_journal(name)
         self.prune_candidates(keep=best)
         return entry
+
+    @staticmethod
+    def decision_line(entry: dict) -> str:
+        """A gating decision as one log line: candidate, score, Elo interval, LLR, decision."""
+        low, high = entry["elo_ci95"]
+        return (f"gate {Path(entry['candidate']).stem} vs {Path(entry['best']).stem}: "
+                f"+{entry['wins']} ={entry['draws']} -{entry['losses']} in {entry['games']} games, "
+                f"Elo {entry['elo']:+.0f} ({low:+.0f} .. {high:+.0f}), LLR {entry['llr']:.2f}: "
+                f"{entry['decision'].upper()}")
 
     @staticmethod
     def gate_name(candidate: Path, best: Path) -> str:

@@ -133,8 +133,7 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
                 continue
             step, path = chosen
             best = run.read_best().path
-            entry = keeper.gate(path, step, best)
-            log.info("gating %s vs %s: %s", path.name, best.name, entry["decision"])
+            log.info(keeper.decision_line(keeper.gate(path, step, best)))
     except GatingInterrupted:
         log.info("gatekeeper stopped during a match; its finished games are kept and it resumes on restart")
 
@@ -180,7 +179,6 @@ def status_snapshot(run: Path) -> dict:
         snap["best_step"] = best.step
     gates = [g for g in read_gating_log(run) if g["decision"] != "skipped"]
     if gates:
-        snap["last_gate"] = gates[-1]
         snap["promotions"] = sum(1 for g in gates if g["decision"] == "promote")
     if layout.ratings.exists() and best:
         ratings = RatingsTable.load(layout.ratings).fit()
@@ -195,39 +193,57 @@ def status_snapshot(run: Path) -> dict:
     return snap
 
 
+def run_minutes(run: Path) -> float:
+    """Minutes the loop has run on this run directory in earlier sessions (0 for a new run)."""
+    return float((RunDir(run).read_status("loop") or {}).get("minutes", 0.0))
+
+
+def record_run_minutes(run: Path, before: float, started: float) -> float:
+    """Record the run's minutes so far (earlier sessions' and this one's) and return them, in seconds."""
+    minutes = before + (time.time() - started) / 60
+    RunDir(run).write_status("loop", {"minutes": round(minutes, 2)})
+    return minutes * 60
+
+
 def format_status(snap: dict, elapsed: float) -> str:
-    parts = [f"[{elapsed / 60:6.1f} min]", f"games {snap['games']}", f"positions {snap['positions']}"]
+    """The loop's status, `elapsed` seconds into the run (earlier sessions counted), in lines of about 120
+    characters: self-play and training; the best network; the match the gatekeeper is playing, with a gate's
+    SPRT against its bounds (a decided gate has a log line of its own)."""
+    clock = f"[{elapsed / 60:.1f} min]"
+    progress = [f"{clock} games {snap['games']}", f"positions {snap['positions']}"]
     if snap["games"] == 0:
-        parts[1] = "games 0 (the first games are being played)"
+        progress[0] = f"{clock} games 0 (the first games are being played)"
     tr = snap.get("trainer")
     if tr:
         if "loss" in tr:
-            parts.append(f"step {tr['step']}")
-            parts.append(f"loss {tr['loss']:.3f}")
+            progress.append(f"step {tr['step']} loss {tr['loss']:.3f}")
         elif "phase" in tr:
-            parts.append(f"trainer: {tr['phase']}")
+            progress.append(f"trainer: {tr['phase']}")
+    if "replay_error" in snap:
+        progress.append(f"replay store: {snap['replay_error']}")
+    lines = [" | ".join(progress)]
     if "best" in snap:
         elo = ""
         if "best_elo" in snap:
             vs = (f", {snap['best_vs_reference']:+.0f}±{snap['best_vs_reference_ci95']:.0f} vs {REFERENCE}"
                   if "best_vs_reference" in snap else "")
             elo = f" ({snap['best_elo']:.0f} Elo{vs})"
-        parts.append(f"best {snap['best']}{elo}")
-    gate = snap.get("last_gate")
-    if gate:
-        parts.append(f"last gate {Path(gate['candidate']).stem}: {gate['decision']} "
-                     f"+{gate['wins']}={gate['draws']}-{gate['losses']}")
-    if "promotions" in snap:
-        parts.append(f"promotions {snap['promotions']}")
+        promotions = f" | promotions {snap['promotions']}" if "promotions" in snap else ""
+        lines.append(f"{clock} best {snap['best']}{elo}{promotions}")
     keeper = snap.get("gatekeeper")
     if keeper and "match" in keeper and keeper["games"] < keeper["of"]:
-        parts.append(f"playing {keeper['match']}: game {keeper['games']}/{keeper['of']} "
-                     f"+{keeper['wins']}={keeper['draws']}-{keeper['losses']}")
+        match = keeper["match"]
+        if match.startswith("gate-"):
+            match = "gate " + match.removeprefix("gate-").replace("-vs-", " vs ")
+        line = (f"{clock} {match}: game {keeper['games']}/{keeper['of']} "
+                f"+{keeper['wins']}={keeper['draws']}-{keeper['losses']}")
+        if "llr" in keeper:
+            low, high = keeper["llr_bounds"]
+            line += f", LLR {keeper['llr']:.2f} in ({low:.2f}, {high:.2f})"
+        lines.append(line)
     elif keeper and "phase" in keeper:
-        parts.append(f"gatekeeper: {keeper['phase']}")
-    if "replay_error" in snap:
-        parts.append(f"replay store: {snap['replay_error']}")
-    return " | ".join(parts)
+        lines.append(f"{clock} gatekeeper: {keeper['phase']}")
+    return "\n".join(lines)
 
 
 # -------------------------------------------------------------------------------------------- command
@@ -343,8 +359,17 @@ def run_loop(args: argparse.Namespace) -> int:
 
         sup = Supervisor(log_dir=str(run.logs))
         actors = actors_for_machine(cfg.actors, torch.cuda.is_available(), os.cpu_count() or 1)
-    log.info("%s run %s from %s with %d actor(s)%s", "resuming" if resumed else "starting", run_dir, initial, actors,
-             f" on the Ray cluster at {args.cluster}" if args.cluster else "")
+    minutes_before = run_minutes(run_dir)
+    where = f" on the Ray cluster at {args.cluster}" if args.cluster else ""
+    if resumed:
+        # What goes on, not a restart: the trainer's step, the best network and the run's clock.
+        trainer = RunDir(run_dir).read_status("trainer") or {}
+        best = RunDir(run_dir).read_best()
+        log.info("resuming run %s after %.1f minutes: the trainer goes on from step %s, the best network is %s "
+                 "(the run started from %s); %d actor(s)%s", run_dir, minutes_before, trainer.get("step", 0),
+                 best.name if best else initial.stem, initial.name, actors, where)
+    else:
+        log.info("starting run %s from %s with %d actor(s)%s", run_dir, initial, actors, where)
 
     for a in range(actors):
         sup.add(f"actor-{a}", actor_role, str(run_dir), cfg, a)
@@ -388,7 +413,8 @@ def run_loop(args: argparse.Namespace) -> int:
             if time.time() - last_status >= cfg.status_seconds:
                 last_status = time.time()
                 snap = status_snapshot(run_dir)
-                log.info(format_status(snap, time.time() - started))
+                for line in format_status(snap, record_run_minutes(run_dir, minutes_before, started)).splitlines():
+                    log.info(line)
                 if wb is not None:
                     wb.log(_flat_status(snap), step=int(snap.get("trainer", {}).get("step", 0)))
             time.sleep(1.0)
@@ -396,7 +422,8 @@ def run_loop(args: argparse.Namespace) -> int:
         log.info("stopping: waiting for every process to save its state")
         sup.stop_all()
         snap = status_snapshot(run_dir)
-        log.info(format_status(snap, time.time() - started))
+        for line in format_status(snap, record_run_minutes(run_dir, minutes_before, started)).splitlines():
+            log.info(line)
         if wb is not None:
             wb.finish()
         lock.close()
