@@ -8,7 +8,7 @@ torch eager (batches 256 to 1), and as fast as OpenVINO or faster at the batch s
 automatic ("auto"); "torch" or "onnxruntime" force one. Gradients are never tracked.
 
 Precision: an evaluator made from a checkpoint runs, on the CPU, the checkpoint's int8 model by default
-(zero.quantized: about twice float32's speed, derived once and cached beside the checkpoint); training,
+(zero.quantized: about 1.5x float32's speed, derived once and cached beside the checkpoint); training,
 gating and GPUs keep float32 (bf16 autocast on a GPU), and precision="float32" asks for it anywhere.
 """
 
