@@ -1,9 +1,10 @@
 """The int8 model of a checkpoint: derived from it, cached beside it, never trusted when it does not match.
 
 On a CPU the search spends nearly all its time in the network's forward pass, and the tower's convolutions
-are nearly all of that. ONNX Runtime's int8 convolutions (VNNI on this project's machines) run the network
-1.5-1.6x as fast as float32 at the batches search sends (benchmarks/RESULTS.md, "int8 inference"). The recipe: static quantization in QDQ form,
-int8 weights per output channel, uint8 activations calibrated on positions from the network's own games;
+are nearly all of that. With ONNX Runtime's int8 convolutions (VNNI on this project's machines) the network
+runs 1.5-1.6x as fast as in float32 at the batches search sends (benchmarks/RESULTS.md, "int8 inference").
+The recipe: static quantization in QDQ form, int8 weights per output channel, uint8 activations calibrated
+on positions from the network's own games;
 left in float32 are the stem convolution (the planes are exact 0/1 features, and its error would spread
 through the whole tower) and the fully connected heads with the value softmax (the policy logits' near-ties
 decide the move, and the value is what the search backs up). The rest of the tower is int8.
