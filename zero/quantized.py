@@ -4,10 +4,10 @@ On a CPU the search spends nearly all its time in the network's forward pass, an
 are nearly all of that. With ONNX Runtime's int8 convolutions (VNNI on this project's machines) the network
 runs 1.5-1.6x as fast as in float32 at the batches search sends (benchmarks/RESULTS.md, "int8 inference").
 The recipe: static quantization in QDQ form, int8 weights per output channel, uint8 activations calibrated
-on positions from the network's own games;
-left in float32 are the stem convolution (the planes are exact 0/1 features, and its error would spread
-through the whole tower) and the fully connected heads with the value softmax (the policy logits' near-ties
-decide the move, and the value is what the search backs up). The rest of the tower is int8.
+on positions from the network's own games; left in float32 are the stem convolution (the planes are exact
+0/1 features, and its error would spread through the whole tower) and the fully connected heads with the
+value softmax (the policy logits' near-ties decide the move, and the value is what the search backs up).
+The rest of the tower is int8.
 
 The checkpoint stays the one source of truth. The int8 model is cached beside it as `<checkpoint>.int8`:
 one header line (a JSON object naming the weights' sha256, the network config, the encoding version, this
@@ -119,7 +119,8 @@ def quantize(net) -> bytes:
     quiet_logs = logging.getLogger().level
     logging.getLogger().setLevel(logging.ERROR)
     try:
-        with tempfile.TemporaryDirectory(prefix="checkers-zero-int8-") as tmp, contextlib.redirect_stdout(io.StringIO()):
+        with (tempfile.TemporaryDirectory(prefix="checkers-zero-int8-") as tmp,
+              contextlib.redirect_stdout(io.StringIO())):
             out = Path(tmp) / "int8.onnx"
             # Percentile ranges (the extremes of 0.001 % of activations clipped) kept the float32 network's
             # move in more positions than min-max ranges did (benchmarks/RESULTS.md).
