@@ -227,8 +227,8 @@ def main() -> None:
             for precision in args.precision:
                 config = SelfPlayConfig(precision=precision)
                 t = actors_total(bench_actors(actors, args.seconds, run_dir, config))
-                print(f"| {precision} | {actors} | {os.getloadavg()[0]:.1f} | {t['games']} | {t['moves']} | {t['positions_per_hour']:.0f} "
-                      f"| {t['sims_per_s']:.0f} | {t['evals_per_s']:.0f} | {t['tree_share']:.0f}% | "
+                print(f"| {precision} | {actors} | {os.getloadavg()[0]:.1f} | {t['games']} | {t['moves']} "
+                      f"| {t['positions_per_hour']:.0f} | {t['sims_per_s']:.0f} | {t['evals_per_s']:.0f} | {t['tree_share']:.0f}% | "
                       f"{t['encode_share']:.0f}% | {t['evaluate_share']:.0f}% |")
 
 

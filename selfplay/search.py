@@ -10,6 +10,8 @@ independent: each starts its own search (`start`) with its own visit target, and
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -353,9 +355,6 @@ def warm_up(evaluator: PositionEvaluator, config: SearchConfig | None = None, ru
     global _warmed_up
     if _warmed_up:
         return
-    import sys
-    import threading
-
     notice = threading.Timer(WARM_UP_NOTICE_SECONDS, lambda: print(
         "preparing the search: compiling its kernels (once after an install, up to half a minute) ...",
         file=sys.stderr, flush=True))

@@ -63,16 +63,16 @@ class Evaluator:
                     raise ValueError(f"the onnxruntime backend needs onnxruntime and onnx installed ({exc})") from None
                 log.debug("onnxruntime not available (%s): torch eager on the CPU", exc)
         self.backend = "onnxruntime" if self._session is not None else "torch"
-        self.precision = ("int8" if precision != "float32" else "float32") if self._session is not None else (
-            "bfloat16" if self._autocast else "float32")
+        if self._session is not None:
+            self.precision = "float32" if precision == "float32" else "int8"
+        else:
+            self.precision = "bfloat16" if self._autocast else "float32"
 
     def _graph(self, precision: str, source: Path | None) -> bytes:
         """The ONNX graph to run: the int8 model (zero.quantized: cached beside `source`, the checkpoint the
         network came from, when there is one) unless float32 is asked for. ImportError without onnxruntime."""
         if precision == "float32":
             return export_onnx(self.net)
-        import onnxruntime  # noqa: F401  (an ImportError here means float32 through torch, not a failed build)
-
         from zero.quantized import int8_graph
 
         return int8_graph(Checkpoint(self.net.config, self.net.state_dict(), path=source))
