@@ -15,6 +15,7 @@ from play import analyze, engine_cli, review_cli, server, terminal
 from selfplay import replay_cli, selfplay_cli
 from train import loop_cli, match_cli, pretrain_cli, ratings_cli, report_cli, ship_cli
 from zero import egdb_cli, pdn_cli, perft
+from zero.config import disk_problem
 
 # name -> (command module, one-line help)
 COMMANDS: dict[str, tuple[ModuleType, str]] = {
@@ -58,6 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        # A full or read-only disk can meet any command at any write: one line, never a traceback.
+        problem = disk_problem(exc)
+        if problem is None:
+            raise
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

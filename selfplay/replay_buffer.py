@@ -631,16 +631,22 @@ class ReplayWriter:
         self._still_the_writer()
         # All columns at once: each write mostly waits on its own object, so they overlap (a lot, on an
         # object store).
-        _run(_gather(self._rows.grow(new_positions) + self._games.grow(new_games)))
-        _run(_gather(self._rows.write(self.committed_positions, positions)
-                     + self._games.write(self.committed_games, games)))
-        self._still_the_writer()
-        # The commit: one atomic replacement of the actor group's zarr.json (see the module doc).
-        commit = {"games": new_games, "positions": new_positions, "time": commit_time,
-                  "next_seed_index": next_seed_index}
-        if self._lock.generation:
-            commit["generation"] = self._lock.generation
-        self._group.attrs.update({"commit": commit})
+        try:
+            _run(_gather(self._rows.grow(new_positions) + self._games.grow(new_games)))
+            _run(_gather(self._rows.write(self.committed_positions, positions)
+                         + self._games.write(self.committed_games, games)))
+            self._still_the_writer()
+            # The commit: one atomic replacement of the actor group's zarr.json (see the module doc).
+            commit = {"games": new_games, "positions": new_positions, "time": commit_time,
+                      "next_seed_index": next_seed_index}
+            if self._lock.generation:
+                commit["generation"] = self._lock.generation
+            self._group.attrs.update({"commit": commit})
+        except OSError as exc:
+            # zarr's failed write (a full disk) names no file; the user needs to know which store it was.
+            if exc.filename is None:
+                exc.filename = str(self.path / "actors" / str(self.actor_id))
+            raise
         self._rows.advance(self.committed_positions, positions)
         self._games.advance(self.committed_games, games)
         self.committed_games, self.committed_positions = new_games, new_positions

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from train.supervisor import FATAL_EXIT_CODE, log_tail_text, role_main
+from train.supervisor import FATAL_EXIT_CODE, LOG_TAIL_LINES, log_tail_text, role_main
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ class RayRoles:
             elif state == "fatal":
                 role.failed = True
                 events.append(f"{role.name} exited with code {FATAL_EXIT_CODE} (fatal: its error would recur); "
-                              f"failed for good, not restarted{self._tail(role)}")
+                              f"failed for good, not restarted{self._tail(role, 1)}")
         return events
 
     def _lost(self, role: _Remote, exc: Exception, now: float) -> list[str]:
@@ -206,8 +206,8 @@ class RayRoles:
                     f"({type(exc).__name__}){self._tail(role)}"]
         return [f"{role.name} lost its process ({type(exc).__name__}); Ray restarts it"] if first else []
 
-    def _tail(self, role: _Remote) -> str:
-        return log_tail_text(self._log_path(role))
+    def _tail(self, role: _Remote, lines: int = LOG_TAIL_LINES) -> str:
+        return log_tail_text(self._log_path(role), lines)
 
     def failed_roles(self) -> list[str]:
         return [r.name for r in self.roles if r.failed]

@@ -10,13 +10,13 @@ doubling with each quick failure in a row (a run shorter than `healthy_seconds`)
 After `max_quick_failures` quick failures in a row the role has failed for good: an error that recurs (a full
 disk, a corrupt file) would otherwise restart forever with nobody told. A run that lasted `healthy_seconds`
 starts the count again. A child that knows its error will recur exits with FATAL_EXIT_CODE and fails for good
-at once; a full disk (ENOSPC, EDQUOT) does so by itself. `check()` reports each failure with the last lines
-of the role's log, and `failed_roles()` names the roles given up on, for the caller to stop.
+at once; a full or read-only disk does so by itself, with one line naming the file it could not write.
+`check()` reports each failure with the last lines of the role's log (a fatal one with its one-line reason),
+and `failed_roles()` names the roles given up on, for the caller to stop.
 """
 
 from __future__ import annotations
 
-import errno
 import logging
 import multiprocessing as mp
 import os
@@ -27,12 +27,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from zero.config import disk_problem
+
 log = logging.getLogger(__name__)
 
 # Exit status of a child whose error would recur on restart: "fatal, do not restart".
 FATAL_EXIT_CODE = 3
-# Errors no restart can cure until someone acts.
-_FATAL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 LOG_TAIL_LINES = 10
 
 
@@ -52,13 +52,16 @@ def role_main(target: Callable[..., Any], args: tuple, parent_pid: int, log_path
     try:
         target(*args)
     except Exception as exc:
-        fatal = isinstance(exc, OSError) and exc.errno in _FATAL_ERRNOS
+        problem = disk_problem(exc)
+        if problem is not None:
+            # No restart cures a full or read-only disk until someone acts: the reason in one line, which the
+            # supervisor's failure report quotes, not a traceback of where the write happened to be.
+            log.error("stopped: %s", problem)
+            sys.exit(FATAL_EXIT_CODE)
         # Into the role's log, where the supervisor's failure report quotes it from; without a log file the
         # re-raised error's traceback already reaches stderr.
-        if log_path or fatal:
-            log.exception("stopped by an error%s", " that would recur on restart" if fatal else "")
-        if fatal:
-            sys.exit(FATAL_EXIT_CODE)
+        if log_path:
+            log.exception("stopped by an error")
         raise
 
 
@@ -73,10 +76,13 @@ def _log_tail(path: str, lines: int = LOG_TAIL_LINES, max_bytes: int = 8192) -> 
     return text.splitlines()[-lines:]
 
 
-def log_tail_text(path: str) -> str:
-    """The end of a role's log as the tail of a failure message ("" without one)."""
-    lines = _log_tail(path)
-    return "".join([f"; last lines of {path}:"] + [f"\n    {line}" for line in lines]) if lines else ""
+def log_tail_text(path: str, lines: int = LOG_TAIL_LINES) -> str:
+    """The end of a role's log as the tail of a failure message ("" without one). A fatal exit's reason is
+    its last line (one line by design), so its report quotes just that."""
+    tail = _log_tail(path, lines)
+    if len(tail) == 1:
+        return f"; last line of {path}: {tail[0]}"
+    return "".join([f"; last lines of {path}:"] + [f"\n    {line}" for line in tail]) if tail else ""
 
 
 @dataclass
@@ -152,7 +158,7 @@ class Supervisor:
         what = f"{role.name} exited with code {code} after {ran:.1f} s"
         if code == FATAL_EXIT_CODE:
             role.failed = True
-            return f"{what} (fatal: its error would recur); failed for good, not restarted{self._tail(role)}"
+            return f"{what} (fatal: its error would recur); failed for good, not restarted{self._tail(role, 1)}"
         if role.quick_failures >= self.max_quick_failures:
             role.failed = True
             return (f"{what}; failed for good after {role.quick_failures} quick failures in a row "
@@ -162,9 +168,9 @@ class Supervisor:
         return (f"{what}; restart {role.restarts + 1} in {max(0.0, role.restart_at - now):.1f} s "
                 f"(backoff {delay:g} s, quick failure {role.quick_failures} of {self.max_quick_failures})")
 
-    def _tail(self, role: Role) -> str:
+    def _tail(self, role: Role, lines: int = LOG_TAIL_LINES) -> str:
         path = self._log_path(role)
-        return log_tail_text(path) if path else ""
+        return log_tail_text(path, lines) if path else ""
 
     def failed_roles(self) -> list[str]:
         """Names of the roles given up on (see check()); the caller should stop and report them."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import math
@@ -294,9 +295,25 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         # Left behind, a partial file keeps its disk space (one more per restarted process, as the name
         # carries the pid) on the very disk that is full, and litters the run directory.
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)  # a failed write() names no file; the user needs to know which one
         raise
+
+
+# Errors of the disk, not of the program: they recur until someone frees space or picks a writable place.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def disk_problem(exc: BaseException) -> str | None:
+    """The one line a user needs about an error of the disk ("cannot write F: No space left on device"), or
+    None when `exc` is not one."""
+    if not isinstance(exc, OSError) or exc.errno not in DISK_ERRNOS:
+        return None
+    verb = "use" if exc.errno in (errno.EACCES, errno.EPERM) else "write"
+    where = f" {exc.filename}" if exc.filename else ""
+    return f"cannot {verb}{where}: {exc.strerror}"
