@@ -3,9 +3,11 @@
 A move's cost is the fall in the mover's expected score (win + draw/2, from 0 to 1): the score of the
 position before the move, minus the score the mover keeps after it (1 - the opponent's score there).
 The search's value is an estimate with noise, so small falls are ignored and a move that was forced (the
-only legal move) is never marked or counted. Where the analysis carries a `proven` value (terminal lines
-today; endgame databases and the MCTS-solver fill it) that exact value replaces the estimate, and a
-position the rules have already ended (no move, repetition, no progress) is scored exactly.
+only legal move) is never marked or counted, nor is a move of the ballot opening a match game started from
+(its Opening tag names those forced moves: zero.openings.ballot_plies). Where the analysis carries a
+`proven` value (terminal lines today; endgame databases and the MCTS-solver fill it) that exact value
+replaces the estimate, and a position the rules have already ended (no move, repetition, no progress) is
+scored exactly.
 
 All positions of all games go to the engine as protocol queries (one per game, `analyze_plies`), so many
 positions are searched together in one batched search.
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from zero.game import Game, Move, Outcome, RulesConfig, Termination
+from zero.openings import ballot_plies
 from zero.pdn import PdnGame, write_game
 
 if TYPE_CHECKING:  # the engine loads torch; review's pure parts do not need it
@@ -62,6 +65,7 @@ class GameReview:
     game: PdnGame
     moves: list[MoveReview]
     ended_by_rule: Outcome | None  # the rules ended the game before its recorded end (players went on)
+    ballot: int  # first plies forced by the ballot opening: no player chose them, so none is judged
 
     def pdn(self, annotator: str) -> str:
         tags = dict(self.game.tags)
@@ -89,7 +93,8 @@ class GamePlan:
 
     game: PdnGame
     replay: Game  # replayed under the engine's rules up to where they end it
-    plies: list[int]  # positions to analyse: every ply of the replay not ended by the rules
+    ballot: int  # the first plies, forced by the ballot opening
+    plies: list[int]  # positions to analyse: every ply of the replay after the ballot not ended by the rules
 
     def query(self, limits: dict[str, Any]) -> dict[str, Any]:
         return {"id": self.game.index, "fen": self.game.start.fen(), "moves": [str(m) for m in self.replay.moves],
@@ -103,16 +108,22 @@ def plan(game: PdnGame, rules: RulesConfig) -> GamePlan:
             break
         replay.play(move)
     over = replay.outcome is not None
-    return GamePlan(game, replay, list(range(replay.ply + (0 if over else 1))))
+    ballot = min(ballot_plies(game.tags.get("Opening", ""), game.start, game.moves), replay.ply)
+    return GamePlan(game, replay, ballot, list(range(ballot, replay.ply + (0 if over else 1))))
 
 
 def review_game(plan: GamePlan, answers: dict[int, dict[str, Any]], settings: ReviewSettings) -> GameReview:
     """The review of a planned game from the engine's answers, one per planned ply."""
     replay = plan.replay
-    scores = [_score(answers.get(ply), replay, ply) for ply in range(replay.ply + 1)]
+    scores = {ply: _score(answers.get(ply), replay, ply) for ply in range(plan.ballot, replay.ply + 1)}
     moves = []
     for ply, move in enumerate(plan.game.moves):
         black = plan.game.start.black_to_move == (ply % 2 == 0)
+        if ply < plan.ballot:
+            ends = ply == plan.ballot - 1
+            comment = f"end of the ballot opening; {_evaluation(answers.get(ply + 1), replay, ply + 1)}" if ends else ""
+            moves.append(MoveReview(move, black, False, None, "", comment))
+            continue
         if ply >= replay.ply:  # after the rules ended the game
             moves.append(MoveReview(move, black, False, None, "", ""))
             continue
@@ -130,7 +141,7 @@ def review_game(plan: GamePlan, answers: dict[int, dict[str, Any]], settings: Re
     ended_early = replay.outcome if replay.ply < plan.game.plies else None
     if ended_early is not None:
         moves[replay.ply - 1].comment += "; the game went on after this"
-    return GameReview(plan.game, moves, ended_early)
+    return GameReview(plan.game, moves, ended_early, plan.ballot)
 
 
 def _score(answer: dict[str, Any] | None, replay: Game, ply: int) -> float:

@@ -22,8 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Analyse every position of every game in a PDN file with the engine (many positions "
                           "searched together) and write the games back with a comment per move: Black's "
                           "win/draw/loss and expected score after it, the best move where it differs, mistakes "
-                          "(?) and blunders (??) by the fall in the mover's expected score. Prints a summary "
-                          "per player. Games that cannot be read are reported and skipped.")
+                          "(?) and blunders (??) by the fall in the mover's expected score. The moves of a match "
+                          "game's ballot opening (its Opening tag) are not judged: no player chose them. Prints "
+                          "a summary per player. Games that cannot be read are reported and skipped.")
     parser.add_argument("pdn", type=Path, metavar="GAMES.pdn")
     parser.add_argument("--out", type=Path, metavar="REVIEWED.pdn",
                         help="where to write the reviewed games (default GAMES.reviewed.pdn in the current directory)")
@@ -59,23 +60,36 @@ def run(args: argparse.Namespace) -> int:
     if args.games is not None and args.games < 1:
         return fail("--games must be at least 1")
     settings = ReviewSettings(args.mistake, args.blunder)
-    limits = {name: value for name, value in (("simulations", args.sims), ("time", args.time), ("nodes", args.nodes))
-              if value is not None} or {"simulations": DEFAULT_SIMULATIONS}
     try:
         settings.validate()
-        engine = Engine(args.checkpoint, endgame_database=not args.no_egdb, settings=engine_settings(args, DEFAULT_SIMULATIONS))
+    except ValueError as exc:
+        return fail(str(exc))
+    limits = {name: value for name, value in (("simulations", args.sims), ("time", args.time), ("nodes", args.nodes))
+              if value is not None} or {"simulations": DEFAULT_SIMULATIONS}
+    items = list(islice(read_pdn(args.pdn), args.games))
+    games = [item for item in items if not isinstance(item, PdnError)]
+    unreadable: list[str] = [str(item) for item in items if isinstance(item, PdnError)]
+
+    def nothing_reviewed() -> int:
+        for line in unreadable:
+            print(f"  skipped {line}", file=sys.stderr)
+        return fail(f"no game in {args.pdn} could be reviewed ({len(unreadable)} skipped)" if unreadable
+                    else f"no game in {args.pdn}")
+
+    if not games:  # before the engine loads, which takes seconds
+        return nothing_reviewed()
+    try:
+        engine = Engine(args.checkpoint, endgame_database=not args.no_egdb,
+                        settings=engine_settings(args, DEFAULT_SIMULATIONS))
     except (EngineError, ValueError) as exc:
         return fail(str(exc))
     out = args.out or Path(args.pdn.stem + ".reviewed.pdn")
 
     started = time.perf_counter()
-    items = list(islice(read_pdn(args.pdn), args.games))
-    games = [item for item in items if not isinstance(item, PdnError)]
-    unreadable: list[str] = [str(item) for item in items if isinstance(item, PdnError)]
     positions = sum(len(g.moves) + 1 for g in games)  # an upper bound: the rules may end a game early
     summary = ReviewSummary()
     annotator = f"checkers-zero review ({engine.network}, " + ", ".join(f"{k} {v}" for k, v in limits.items()) + ")"
-    reviewed = ended_early = analysed = 0
+    reviewed = ended_early = analysed = ballot_moves = ballot_games = 0
     with open(out, "w", encoding="utf-8") as sink, tqdm(total=positions, unit="pos", desc=args.pdn.name,
                                                          disable=args.no_progress, file=sys.stderr) as bar:
         def count_position() -> None:
@@ -89,12 +103,19 @@ def run(args: argparse.Namespace) -> int:
                 summary.add(result)
                 reviewed += 1
                 ended_early += result.ended_by_rule is not None
+                ballot_moves += result.ballot
+                ballot_games += result.ballot > 0
             else:
                 game, message = result
                 unreadable.append(f"game {game.index} (line {game.line}): the engine refused it: {message}")
     seconds = time.perf_counter() - started
+    if not reviewed:  # the engine refused every game: an empty file is no review
+        out.unlink()
+        return nothing_reviewed()
     print(f"{args.pdn}: {reviewed} games reviewed into {out} in {seconds:.1f} s ({analysed} positions, "
           f"{', '.join(f'{k} {v}' for k, v in limits.items())} each)")
+    if ballot_moves:
+        print(f"  {ballot_moves} moves of ballot openings in {ballot_games} games not judged: no player chose them")
     if ended_early:
         print(f"  {ended_early} games went on after the rules had drawn them; moves after that are not judged")
     print(f"  skipped:     {len(unreadable)}")

@@ -65,6 +65,9 @@ class HumanGame:
         self.human_black = human_black
         self.budget = budget
         self.level = level  # the named level behind the budget, if any (shown to the player)
+        # The strength behind each engine move, by its ply: the person may change the level during the game,
+        # and the record must say what the engine's moves were played at.
+        self.strengths: dict[int, str] = {}
         self.game = new_game(start or Position.initial(), list(moves))
         self.first_ply = self.game.ply  # moves before this came with the start and are not undone
         self.declared: Outcome | None = None  # resignation or agreed draw
@@ -88,6 +91,11 @@ class HumanGame:
     @property
     def engine_to_move(self) -> bool:
         return not self.over and self.game.position.black_to_move != self.human_black
+
+    @property
+    def strength(self) -> str:
+        """The engine's level, or its budget where no level is named."""
+        return self.level or str(self.budget)
 
     @property
     def last_move(self) -> Move | None:
@@ -141,6 +149,7 @@ class HumanGame:
             raise PlayError("it is your turn, not the engine's")
         move, analysis = self.engine.choose(self.game, self.budget)
         self.last_thinking = describe(analysis, self.game, top=5)
+        self.strengths[self.game.ply] = self.strength
         self.game.play(move)
         return move
 
@@ -188,9 +197,22 @@ class HumanGame:
         return self.outcome.pdn_result if self.outcome else "*"
 
     def pdn(self) -> str:
+        """The record as PDN. The engine's name gives every level its moves were played at; when there are
+        several, a comment marks the engine move where each one began."""
         from zero.pdn import write_game
 
-        engine = self.engine.name + (f" ({self.level})" if self.level else f" ({self.budget})")
+        # Undone moves are no part of the record; a move played again after an undo replaced its entry.
+        played = sorted((ply, strength) for ply, strength in self.strengths.items() if ply < self.game.ply)
+        used = list(dict.fromkeys(strength for _, strength in played)) or [self.strength]
+        engine = f"{self.engine.name} ({', '.join(used)})"
+        comments: list[str | None] | None = None
+        if len(used) > 1:
+            comments = [None] * self.game.ply
+            previous = None
+            for ply, strength in played:
+                if strength != previous:
+                    comments[ply] = f"engine at {strength} from here"
+                previous = strength
         tags = {
             "Event": "checkers-zero play",
             "Site": "local",
@@ -198,4 +220,4 @@ class HumanGame:
             "Black": "Human" if self.human_black else engine,
             "White": engine if self.human_black else "Human",
         }
-        return write_game(self.game.moves, self.result, tags, start=self.game.start)
+        return write_game(self.game.moves, self.result, tags, start=self.game.start, comments=comments)

@@ -143,6 +143,23 @@ def test_the_status_line_shows_the_match_in_progress(setup):
     assert "trainer: building the OCA expert dataset" in format_status(status_snapshot(run.root), 60.0)
 
 
+def test_the_status_line_counts_the_games_a_capped_gate_can_play(setup):
+    # Before: a gate capped at 2 pairs over a 3-opening ballot showed "game N/6", the whole ballot (with
+    # the ACF ballot under a 6-pair cap, "game N/288").
+    from train.loop import format_status, status_snapshot
+
+    run, cfg, (best, candidate) = setup
+    run.write_best(best, 100, "test")
+    journal = run.match_journal(Gatekeeper.gate_name(candidate, best))
+    cfg.parallel_games = 1
+    cfg.sprt = SprtConfig(max_pairs=2, min_pairs=2)
+    keeper = Gatekeeper(run.root, cfg, should_stop=lambda: journal.exists()
+                        and len(journal.read_text().splitlines()) >= 1)
+    with pytest.raises(GatingInterrupted):
+        keeper.gate(candidate, 200, best)
+    assert "gate candidate-0000200 vs candidate-0000100: game 1/4 +" in format_status(status_snapshot(run.root), 60.0)
+
+
 def test_a_gating_decision_is_a_log_line_of_its_own():
     # Before: the decision showed only inside a status line of about 300 characters.
     entry = {"candidate": "/run/checkpoints/candidate-0004000.pt", "best": "/run/checkpoints/candidate-0003000.pt",

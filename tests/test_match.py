@@ -235,3 +235,23 @@ def test_match_command_rejects_bad_input(tmp_path, capsys):
     assert run(parser.parse_args(["ab2", "nobody", "--openings", str(ballot)])) == 2
     assert "unknown player" in capsys.readouterr().err
     assert run(parser.parse_args(["ab2", "random", "--openings", str(tmp_path / "none.txt")])) == 2
+
+
+def test_match_pdn_lists_the_games_in_round_order(tmp_path, capsys):
+    # Before: the PDN listed the games in the order they finished (here rounds 3, 4, 1, 2).
+    import argparse
+
+    from zero.pdn import read_pdn
+
+    ballot = tmp_path / "ballot.pdn"
+    # The second opening is over before a move (White has none): its two games end first.
+    ballot.write_text(f'[FEN "{Position.initial().fen()}"] *\n[FEN "W:W5:B1"] *\n')
+    out = tmp_path / "m.pdn"
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["random", "ab2", "--openings", str(ballot), "--out", str(out), "--max-plies", "12",
+                              "--no-endgame-judge"])
+    assert run(args) == 0
+    capsys.readouterr()
+    assert [g.tags["Round"] for g in read_pdn(out)] == ["1", "2", "3", "4"]
+    assert not list(tmp_path.glob(".m.pdn*"))  # the rewrite leaves no temporary file behind

@@ -271,8 +271,11 @@ class Gatekeeper:
         for i in range(len(done.games)):  # the SPRT sees the resumed games in the order they finished
             count(done, i)
         try:
-            result = self._match(name, cand_player, best_player, self.cfg.seed + candidate_step, None,
-                                 self.cfg.parallel_games, on_game=lambda _, r: count(r, len(r.games) - 1),
+            # The SPRT decides by its pair cap at the latest, so the match is the ballot's first max_pairs
+            # openings: its status shows the real number of games, and no game starts that could not count.
+            result = self._match(name, cand_player, best_player, self.cfg.seed + candidate_step,
+                                 2 * self.cfg.sprt.max_pairs, self.cfg.parallel_games,
+                                 on_game=lambda _, r: count(r, len(r.games) - 1),
                                  should_stop=lambda _: sprt.decision() is not None, done=done)
         finally:
             self._sprt = None

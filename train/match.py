@@ -230,9 +230,11 @@ class MatchResult:
         self.a_is_black.append(a_is_black)
         self.opening_index.append(opening_index)
 
-    def pdn(self) -> str:
-        """Every game as PDN, the event naming both players."""
-        return "\n".join(g.pdn(event=f"{self.a} vs {self.b}") for g in self.games)
+    def pdn(self, event: str | None = None) -> str:
+        """Every game as PDN in round order, whatever order they finished in; the event names both players
+        unless given."""
+        event = event or f"{self.a} vs {self.b}"
+        return "\n".join(g.pdn(event) for g in sorted(self.games, key=lambda g: g.round))
 
     def endgame_mistakes(self, egdb: Egdb) -> tuple[EndgameMistakes, EndgameMistakes]:
         """A's and B's moves judged against the endgame database, and their mistakes (zero.endgame_judge)."""

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from train.gating import GatingConfig
 from train.match import IllegalMoveError, MatchGame, MatchResult, mix_seed, play_match
 from train.player_specs import SPEC_HELP, PlayerSpecError, make_player
+from zero.config import atomic_write_bytes
 from zero.game import RulesConfig
 from zero.openings import BallotError, load_openings
 
@@ -26,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--games", type=int, default=None, help="play only the first N games (quick runs)")
     p.add_argument("--parallel", type=int, default=GatingConfig.parallel_games,
                    help=f"games in flight, whose network leaves share one batch (default {GatingConfig.parallel_games})")
-    p.add_argument("--out", default=None, help="write every game to this PDN file")
+    p.add_argument("--out", type=Path, default=None,
+                   help="write every game to this PDN file (each as it ends, then all in round order at the end)")
     p.add_argument("--seed", type=int, default=0, help="match seed (players and games derive theirs from it)")
     p.add_argument("--max-plies", type=int, default=RulesConfig.max_plies,
                    help=f"stop a game at this many plies as a flagged draw (default {RulesConfig.max_plies})")
@@ -52,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     event = args.event or f"{a.name} vs {b.name}"
+    # Each game is written as it ends, so that a crash keeps the games played; games end in any order, so
+    # the finished match rewrites the file in round order.
     out = open(args.out, "w", encoding="utf-8") if args.out else None
     try:
         def write(game: MatchGame, _result: MatchResult) -> None:
@@ -67,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if out is not None:
             out.close()
+    if args.out:
+        atomic_write_bytes(args.out, result.pdn(event).encode())
     print(result.summary())
     if not args.no_endgame_judge and result.games:
         from zero.egdb_build import largest_available

@@ -42,7 +42,8 @@ class SprtConfig:
     elo1: float = 40.0
     alpha: float = setting(0.05, above=0, below=1)  # false promotion rate
     beta: float = setting(0.05, above=0, below=1)  # false rejection rate
-    max_pairs: int = setting(144, low=1)  # the whole 3-move ballot, each opening with both colours
+    # The whole 3-move ballot, each opening with both colours; a smaller cap plays the ballot's first openings.
+    max_pairs: int = setting(144, low=1)
     # No decision before this many pairs: the variance estimate of a handful of (often drawn) pairs is too
     # small to trust, and the approximate LLR would stop the test on noise.
     min_pairs: int = setting(10, low=1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,20 @@ class Opening:
             played.append(move)
             pos = pos.play(move)
         return played
+
+
+def ballot_plies(name: str, start: Position, moves: Sequence[Move]) -> int:
+    """How many of a game's first moves were forced by its ballot, read from the opening's name as a match
+    record's Opening tag gives it (the ballot's moves, after any pieces removed): the longest run of the
+    game's first moves that the name ends with. 0 for a name that holds no moves (a named opening, a FEN)."""
+    words = name.split()
+    for plies in range(min(len(words), len(moves)), 0, -1):
+        try:
+            if Opening(name, tuple(words[-plies:]), start).replay() == list(moves[:plies]):
+                return plies
+        except NotationError:
+            continue
+    return 0
 
 
 # ------------------------------------------------------------------------------------------------ ballots

@@ -229,3 +229,33 @@ def test_ctrl_c_offers_to_save_the_game(engine, tmp_path, answer, saved):
     assert (tmp_path / "game.pdn").exists() == saved
     if saved:
         assert [str(m) for m in saved_game(tmp_path).moves] == [str(m) for m in ui.session.game.moves]
+
+
+class ChangesLevel:
+    """A player who types the first legal move, changes the engine's level after it, then a move again."""
+
+    def __init__(self, ui):
+        self.ui = ui
+        self.lines = iter(["move", "level beginner", "move", "quit"])
+
+    def readline(self) -> str:
+        line = next(self.lines)
+        return f"{self.ui.session.game.legal_moves()[0]}\n" if line == "move" else f"{line}\n"
+
+
+def test_the_saved_game_names_every_level_the_engine_played_at(engine, tmp_path):
+    # Before: the record named only the last level ("White": "checkers-zero tiny (beginner)").
+    from play.engine import Budget
+    from play.session import HumanGame
+    from play.terminal import TerminalGame
+
+    ui = TerminalGame(HumanGame(engine, True, Budget(simulations=2)), tmp_path / "levels.pdn", io.StringIO())
+    ui.loop(ChangesLevel(ui))
+    game = saved_game(tmp_path, "levels.pdn")
+    assert game.tags["White"] == f"{engine.name} (2 simulations, beginner)" and game.tags["Black"] == "Human"
+    text = " ".join((tmp_path / "levels.pdn").read_text().split())
+    first, second = (str(m) for m in game.moves[1:4:2])
+    assert f"1. {game.moves[0]} {first} {{engine at 2 simulations from here}}" in text
+    assert f"{second} {{engine at beginner from here}}" in text
+    # One level all game: no comments, the name as before.
+    assert "{" not in HumanGame(engine, True, Budget(simulations=2), level="club").pdn()

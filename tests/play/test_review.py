@@ -110,3 +110,59 @@ def test_a_game_ended_by_the_rules_is_scored_exactly_there():
     assert "draw by threefold repetition" in review.moves[7].comment
     assert "the game went on after this" in review.moves[7].comment
     assert review.moves[8].fall is None and review.moves[8].comment == ""
+
+
+def test_the_ballot_opening_of_a_match_game_is_not_judged(tmp_path):
+    # Before: review judged the ballot's forced first moves as if the players had chosen them.
+    from train.match import play_match
+    from zero.openings import load_openings
+    from zero.players import RandomPlayer
+
+    ballot = tmp_path / "ballot.tsv"
+    ballot.write_text("moves\tremove_black\tremove_white\n9-13 21-17 5-9\t\t\n8-11 24-19\t11\t28\n")
+    match = play_match(RandomPlayer(1), RandomPlayer(2), load_openings(ballot), RULES, games=3)
+    games = [_game(g.pdn()) for g in sorted(match.games, key=lambda g: g.round)]
+    assert [plan(g, RULES).ballot for g in games] == [3, 3, 2]  # the 11-man opening starts from its FEN
+    p = plan(games[0], RULES)
+    assert p.plies[0] == 3  # the positions inside the ballot are not even analysed
+    answers = {ply: _answer(ply, ply % 2 == 0, 0.9 if ply % 2 else 0.1, "x") for ply in p.plies}
+    review = review_game(p, answers, ReviewSettings())
+    assert [m.fall for m in review.moves[:3]] == [None, None, None] and review.ballot == 3
+    assert "end of the ballot opening; Black win" in review.moves[2].comment
+    assert all(m.mark == "" for m in review.moves[:3]) and review.moves[3].fall is not None
+    assert all(m not in review.judged(True) + review.judged(False) for m in review.moves[:3])
+
+
+def test_only_moves_an_opening_tag_names_are_ballot_moves():
+    from zero.game import Position
+    from zero.openings import ballot_plies
+
+    moves = _game('[Result "*"]\n1. 9-13 21-17 2. 5-9 25-21 *\n').moves
+    assert ballot_plies("9-13 21-17 5-9", Position.initial(), moves) == 3
+    assert ballot_plies("9-13 21-17 6-9", Position.initial(), moves) == 0  # another ballot's opening
+    assert ballot_plies("Old Fourteenth", Position.initial(), moves) == 0
+    assert ballot_plies("", Position.initial(), moves) == 0
+    assert plan(_game('[Opening "Double Corner"]\n[Result "*"]\n1. 9-14 22-18 *\n'), RULES).ballot == 0
+
+
+def test_review_says_how_many_ballot_moves_it_left_out(tiny_checkpoint, tmp_path, capsys):
+    source = tmp_path / "match.pdn"
+    source.write_text('[Opening "9-13 21-17 5-9"]\n[Result "*"]\n1. 9-13 21-17 2. 5-9 25-21 *\n\n' + GAMES)
+    code = main(["review", str(source), "--out", str(tmp_path / "r.pdn"), "--checkpoint", str(tiny_checkpoint),
+                 "--sims", "4", "--slots", "4", "--no-progress"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "3 games reviewed" in printed and "3 moves of ballot openings in 1 games not judged" in printed
+
+
+def test_review_fails_when_no_game_could_be_reviewed(tiny_checkpoint, tmp_path, capsys):
+    # Before: it printed "0 games reviewed" and an empty table, and exited 0.
+    source = tmp_path / "broken.pdn"
+    source.write_text(BROKEN)
+    out = tmp_path / "r.pdn"
+    code = main(["review", str(source), "--out", str(out), "--checkpoint", str(tiny_checkpoint), "--no-progress"])
+    assert code != 0 and not out.exists()
+    captured = capsys.readouterr()
+    last = captured.err.strip().splitlines()[-1]
+    assert last == f"checkers-zero review: no game in {source} could be reviewed (1 skipped)"
+    assert "15-11" in captured.err and "Traceback" not in captured.err
