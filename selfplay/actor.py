@@ -84,7 +84,8 @@ class SelfPlayConfig:
     gpu_leaves_per_tree: int = setting(4, low=1)
     torch_threads: int = setting(1, low=1)  # CPU threads per actor for inference
     # "auto": the checkpoint's int8 model on the CPU (zero.quantized, about 1.5x float32's evaluations a
-    # second), float32 (bf16 autocast) on a GPU; "float32" everywhere; "int8" only on the CPU.
+    # second), float32 (bf16 autocast) on a GPU; "float32" everywhere; "int8" only on the CPU; "bfloat16"
+    # torch under bf16 autocast anywhere (on the CPU: a GPU's arithmetic, rehearsed).
     precision: str = setting("auto", choices=INFERENCE_PRECISIONS)
     checkpoint_poll_seconds: float = setting(30.0, low=0)  # how often to look for a newer best checkpoint
     commit_positions: int = setting(1024, low=1)  # replay writer: commit once this many positions are queued
@@ -278,7 +279,11 @@ class Actor:
         from zero.inference import Evaluator
 
         torch.set_num_threads(self.config.torch_threads)
-        return Evaluator.from_checkpoint(info.path, device=self.config.device, precision=self.config.precision)
+        evaluator = Evaluator.from_checkpoint(info.path, device=self.config.device, precision=self.config.precision)
+        log.info("actor %d: network on %s in %s (%s); %d games in flight x %d leaves per tree", self.actor_id,
+                 evaluator.device, evaluator.precision, evaluator.backend, self.config.games_in_flight,
+                 self.config.search.leaves_per_tree)
+        return evaluator
 
     def _newer_generation(self, newest: _Generation) -> _Generation | None:
         """A generation for a best checkpoint newer than `newest`'s, if there is one that loads."""

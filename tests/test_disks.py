@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from disks import files_below, read_only, small_disk
+from disks import files_below, fill, read_only, small_disk
 from test_loop import TINY_CONFIG
 from zero.checkpoint import load_checkpoint, save_checkpoint
 from zero.config import TEMP_MARK
 from zero.data import data_file
 from zero.network import NetworkConfig, PolicyValueNet
+from zero.pdn import PdnGame, read_pdn_text
 
 
 def checkers_zero(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -96,3 +97,33 @@ def test_a_read_only_disk_is_named_in_one_line(tmp_path):
         assert_one_line_error(done, "Read-only file system")
         assert list(place.iterdir()) == []
 
+
+
+def ballot() -> Path:
+    path = data_file("openings/acf_3move_144.txt")
+    if path is None:
+        pytest.skip("openings/acf_3move_144.txt not found (set CHECKERS_ZERO_DATA)")
+    return path
+
+
+def test_a_match_onto_a_read_only_disk_stops_before_playing(tmp_path):
+    place = tmp_path / "ro"
+    place.mkdir()
+    with read_only(place):
+        done = checkers_zero("match", "random", "alphabeta:1", "--openings", str(ballot()), "--games", "2",
+                             "--out", str(place / "m.pdn"), "--no-endgame-judge")
+        assert_one_line_error(done, "Read-only file system")
+        assert str(place / "m.pdn") in done.stderr
+        assert list(place.iterdir()) == []
+
+
+def test_a_match_onto_a_full_disk_keeps_every_game_it_wrote_whole(tmp_path):
+    with small_disk(tmp_path / "disk", 64) as disk:
+        fill(disk, leave=4096)
+        out = disk / "m.pdn"
+        done = checkers_zero("match", "random", "alphabeta:1", "--openings", str(ballot()), "--games", "40",
+                             "--out", str(out), "--no-endgame-judge", "--parallel", "4")
+        assert_one_line_error(done, "No space left on device")
+        assert no_temp_files(disk)
+        games = read_pdn_text(out.read_text())
+        assert games and all(isinstance(g, PdnGame) and g.result in ("1-0", "0-1", "1/2-1/2") for g in games), games

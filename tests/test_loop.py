@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from processes import interrupt, reaped, wait_until
-from selfplay.replay_buffer import ReplayReader
+from selfplay.replay_buffer import ReplayReader, split_game_id
 from train.gating import read_gating_log
 from zero.rundir import RunDir
 from train.ratings import RatingsTable
@@ -68,10 +68,10 @@ def children_of(pid: int) -> list[int]:
     return [int(x) for x in out.split()]
 
 
-def start_loop(run: Path, config: Path) -> subprocess.Popen:
+def start_loop(run: Path, config: Path, *args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.Popen(
-        [sys.executable, "-m", "play", "loop", "--run", str(run), "--config", str(config)],
+        [sys.executable, "-m", "play", "loop", "--run", str(run), "--config", str(config), *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True,
     )
 
@@ -165,6 +165,43 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
     records = list((run / "logs").glob("loop-*-record.json"))
     assert len(records) == 2 and all("code_version" in json.loads(r.read_text()) for r in records)
     assert not children_of(proc.pid)
+
+
+def test_the_gpu_configuration_runs_on_the_cpu(tmp_path):
+    """What a GPU user's first loop runs, all but CUDA itself: the GPU's games in flight and leaves per tree,
+    two actors, the trainer's GPU batch size, and bf16 autocast in self-play and in training."""
+    if data_file("openings/acf_3move_144.txt") is None:
+        pytest.skip("openings/acf_3move_144.txt not found (set CHECKERS_ZERO_DATA)")
+    from selfplay.actor import SelfPlayConfig
+    from train.trainer import TrainerConfig
+
+    gpu_selfplay = SelfPlayConfig().sized_for(cuda=True)
+    gpu_trainer = TrainerConfig().sized_for(cuda=True)
+    torch.manual_seed(0)
+    cfg = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=8)
+    initial = tmp_path / "tiny.pt"
+    save_checkpoint(initial, net=PolicyValueNet(cfg), net_config=cfg, step=0)
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY_CONFIG.format(initial=initial))
+    run = tmp_path / "run"
+    settings = {"actors": 2, "selfplay.games_in_flight": gpu_selfplay.games_in_flight,
+                "selfplay.search.leaves_per_tree": gpu_selfplay.search.leaves_per_tree,
+                "selfplay.precision": "bfloat16", "trainer.batch_size": gpu_trainer.batch_size,
+                "trainer.precision": "bfloat16", "trainer.window_min": 2 * gpu_trainer.batch_size}
+    overrides = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+    with reaped(start_loop(run, config, *overrides)) as proc:
+        wait_until(lambda: len({split_game_id(g)[0] for g in committed_games(run)}) == 2, 300, proc,
+                   "both actors to commit games")
+        wait_until(lambda: trainer_step(run) >= 2 and list((run / "checkpoints").glob("candidate-*.pt")), 300,
+                   proc, "the trainer to write a candidate")
+        out = interrupt(proc, signal.SIGINT, timeout=120)
+    assert proc.returncode == 0, out
+    sizing = (f"in bfloat16 (torch); {gpu_selfplay.games_in_flight} games in flight x "
+              f"{gpu_selfplay.search.leaves_per_tree} leaves per tree")
+    for actor in (0, 1):
+        assert sizing in (run / "logs" / f"actor-{actor}.log").read_text()
+    assert f"in bf16 autocast, batches of {gpu_trainer.batch_size}" in (run / "logs" / "trainer.log").read_text()
+    check_invariants(run, run / "checkpoints" / "initial-tiny.pt", {})
 
 
 def test_the_runs_clock_goes_on_across_sessions(tmp_path):

@@ -91,3 +91,20 @@ def test_onnxruntime_answers_as_torch_does_on_the_shipped_network():
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="backend"):
         Evaluator(net, "cpu", backend="tensorrt")
+
+
+def test_bfloat16_runs_torch_under_autocast_on_the_cpu_close_to_float32():
+    # The GPU's arithmetic, rehearsed on the CPU: torch under bf16 autocast, near float32's answers.
+    from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+    from zero.notation import fen_to_position
+
+    net = load_checkpoint(DEFAULT_CHECKPOINT).build_network()
+    bf16, f32 = Evaluator(net, "cpu", precision="bfloat16"), Evaluator(net, "cpu", backend="torch")
+    assert (bf16.backend, bf16.precision, f32.precision) == ("torch", "bfloat16", "float32")
+    planes = np.stack([encode(Position.initial()), encode(fen_to_position("W:WK10,K22:BK1,K3"))])
+    (logits, wdl), (want_logits, want_wdl) = bf16.evaluate(planes), f32.evaluate(planes)
+    assert not np.array_equal(logits, want_logits)  # rounded as bf16 rounds, so not float32 itself
+    np.testing.assert_allclose(wdl, want_wdl, atol=0.05)
+    assert (logits.argmax(axis=1) == want_logits.argmax(axis=1)).all()
+    with pytest.raises(ValueError, match="onnxruntime"):
+        Evaluator(net, "cpu", backend="onnxruntime", precision="bfloat16")

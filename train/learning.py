@@ -228,8 +228,10 @@ def total_loss(parts: dict[str, torch.Tensor], heads: HeadWeights) -> torch.Tens
     return sum(getattr(heads, name) * value for name, value in parts.items())
 
 
-def autocast(device: torch.device):
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+def autocast(device: torch.device, bf16: bool | None = None):
+    """bf16 autocast where `bf16` says (default: on a GPU only; the CPU can run it too, slower than float32
+    there without native bf16 kernels, but with a GPU's rounding)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda" if bf16 is None else bf16)
 
 
 class TrainingDiverged(ValueError):
@@ -240,7 +242,7 @@ class Learner:
     """A network, its optimizer and the one training step."""
 
     def __init__(self, net: torch.nn.Module, optim: OptimConfig, heads: HeadWeights, device: torch.device,
-                 label_smoothing: float = 0.0, compile: bool = False) -> None:
+                 label_smoothing: float = 0.0, compile: bool = False, bf16: bool | None = None) -> None:
         heads.validate()
         self.net = net.to(device).train()
         self.model = torch.compile(self.net) if compile else self.net
@@ -249,6 +251,7 @@ class Learner:
         self.heads = heads
         self.device = device
         self.label_smoothing = label_smoothing
+        self.bf16 = device.type == "cuda" if bf16 is None else bf16  # None: bf16 autocast on a GPU only
 
     def step(self, samples: Samples, lr: float) -> dict[str, float]:
         """One update on the samples; returns each head's loss, the total, and per source the heads' losses
@@ -257,7 +260,7 @@ class Learner:
             group["lr"] = lr
         self.net.train()
         batch = samples.to_batch(self.device)
-        with autocast(self.device):
+        with autocast(self.device, self.bf16):
             out = self.model(batch.planes)
         parts = losses(out, batch, self.label_smoothing)
         loss = total_loss(parts, self.heads)

@@ -9,6 +9,7 @@ solved-endgame mistake rate (zero.endgame_judge).
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 
@@ -39,6 +40,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "endgame database built; the 4-piece one is built on first use, in seconds)")
 
 
+def _append_whole(out: io.RawIOBase, data: bytes) -> None:
+    """Appends all of `data` or, when the disk fills on the way, none of it: half a game would read as a
+    damaged one, and the games before it stay whole."""
+    end = out.tell()
+    rest = memoryview(data)
+    try:
+        while rest:
+            rest = rest[out.write(rest):]
+    except OSError:
+        out.truncate(end)
+        raise
+
+
 def run(args: argparse.Namespace) -> int:
     if args.games is not None and args.games < 1:
         print("error: --games must be at least 1", file=sys.stderr)
@@ -57,12 +71,11 @@ def run(args: argparse.Namespace) -> int:
     event = args.event or f"{a.name} vs {b.name}"
     # Each game is written as it ends, so that a crash keeps the games played; games end in any order, so
     # the finished match rewrites the file in round order.
-    out = open(args.out, "w", encoding="utf-8") if args.out else None
+    out = open(args.out, "wb", buffering=0) if args.out else None
     try:
         def write(game: MatchGame, _result: MatchResult) -> None:
             if out is not None:
-                out.write(game.pdn(event))
-                out.flush()
+                _append_whole(out, game.pdn(event).encode())
 
         result = play_match(a, b, openings, RulesConfig(max_plies=args.max_plies), seed=args.seed,
                             games=args.games, parallel=args.parallel, on_game=write, progress=True)

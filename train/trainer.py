@@ -12,6 +12,7 @@ each batch comes from OCA expert positions (a pretraining dataset), decaying lin
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import time
@@ -34,9 +35,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TrainerConfig:
-    """Self-play training. Defaults suit a small network on a CPU; raise batch_size on a GPU."""
+    """Self-play training. Defaults suit a small network on a CPU; on a GPU gpu_batch_size replaces
+    batch_size (sized_for)."""
 
     batch_size: int = 256
+    gpu_batch_size: int = setting(1024, low=1)  # the batch on CUDA, where 256 leaves the GPU mostly idle
     # Constant (the data keeps changing, so a decaying schedule has no natural end) and low: a fresh AdamW at
     # 1e-3 on the pretrained network lost 6 points of expert top-1 in 300 steps, and the loop's candidates
     # lost their gating matches by 100-400 Elo (benchmarks/RESULTS.md, self-play loop).
@@ -56,6 +59,8 @@ class TrainerConfig:
     expert_decay_steps: int = 20_000  # ... decaying linearly to zero over this many steps
     poll_seconds: float = setting(2.0, low=0)  # wait between checks for new data
     device: str = "auto"
+    # "auto": bf16 autocast on a GPU, float32 on the CPU; "bfloat16" on the CPU too rehearses a GPU's rounding.
+    precision: str = setting("auto", choices=("auto", "float32", "bfloat16"))
     torch_threads: int = 1  # CPU threads for training: actors and the gatekeeper need the other cores
     compile: bool = False  # torch.compile the network (CUDA)
     # Value targets of positions the endgame database holds (the largest built; the 4-piece one is built on
@@ -73,13 +78,23 @@ class TrainerConfig:
             raise ValueError("trainer.samples_per_position must be positive and min_positions not negative")
         if not 1 <= self.window_min <= self.window_max or not 0 < self.window_fraction <= 1:
             raise ValueError("trainer windows: need 1 <= window_min <= window_max and 0 < window_fraction <= 1")
-        if self.batch_size > self.window_max:
-            raise ValueError(f"trainer.batch_size = {self.batch_size}: must be at most trainer.window_max "
-                             f"({self.window_max:,}), the most positions the replay window ever holds")
+        for name in ("batch_size", "gpu_batch_size"):
+            if getattr(self, name) > self.window_max:
+                raise ValueError(f"trainer.{name} = {getattr(self, name)}: must be at most trainer.window_max "
+                                 f"({self.window_max:,}), the most positions the replay window ever holds")
         if not 0 <= self.expert_share <= 1:
             raise ValueError("trainer.expert_share must lie in [0, 1]")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"trainer.device must be auto, cpu or cuda, not {self.device!r}")
+
+    def sized_for(self, cuda: bool) -> "TrainerConfig":
+        """These settings as the trainer runs them on a GPU (`cuda`: gpu_batch_size is the batch) or a CPU."""
+        return dataclasses.replace(self, batch_size=self.gpu_batch_size) if cuda else self
+
+    @property
+    def bf16(self) -> bool | None:
+        """bf16 autocast as `precision` asks (None: on a GPU only)."""
+        return {"auto": None, "float32": False, "bfloat16": True}[self.precision]
 
 
 def window_size(cfg: TrainerConfig, committed: int) -> int:
@@ -118,15 +133,17 @@ class Trainer:
         cfg.validate()
         self.run_dir = Path(run_dir)
         self.rundir = RunDir(run_dir)
-        self.cfg = cfg
         self.device = torch.device(
             ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
         )
+        self.cfg = cfg = cfg.sized_for(self.device.type == "cuda")
         torch.set_num_threads(cfg.torch_threads)
         start = self.rundir.trainer_state if self.rundir.trainer_state.exists() else Path(initial_checkpoint)
         self.checkpoint: Checkpoint = load_checkpoint(start)
         self.learner = Learner(self.checkpoint.build_network(), cfg.optim, cfg.heads, self.device,
-                               compile=cfg.compile)
+                               compile=cfg.compile, bf16=cfg.bf16)
+        log.info("training on %s in %s, batches of %d", self.device,
+                 "bf16 autocast" if self.learner.bf16 else "float32", cfg.batch_size)
         self.net = self.learner.net
         resumed = start != Path(initial_checkpoint) and self.checkpoint.optimizer_state is not None
         extra = self.checkpoint.extra or {}

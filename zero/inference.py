@@ -9,7 +9,8 @@ automatic ("auto"); "torch" or "onnxruntime" force one. Gradients are never trac
 
 Precision: an evaluator made from a checkpoint runs, on the CPU, the checkpoint's int8 model by default
 (zero.quantized: about 1.5x float32's speed, derived once and cached beside the checkpoint); training,
-gating and GPUs keep float32 (bf16 autocast on a GPU), and precision="float32" asks for it anywhere.
+gating and GPUs keep float32 (bf16 autocast on a GPU), and precision="float32" asks for it anywhere;
+precision="bfloat16" runs torch under bf16 autocast on the CPU too (how a GPU computes, rehearsed there).
 """
 
 from __future__ import annotations
@@ -49,13 +50,13 @@ class Evaluator:
         self.device = torch.device(device) if device is not None else default_device()
         self.net = net.to(self.device).eval()
         self.config = net.config
-        self._autocast = self.device.type == "cuda"
+        self._autocast = self.device.type == "cuda" or precision == "bfloat16"
         self._session = None
-        if backend == "onnxruntime" and self.device.type != "cpu":
-            raise ValueError("the onnxruntime backend runs on the CPU")
+        if backend == "onnxruntime" and (self.device.type != "cpu" or precision == "bfloat16"):
+            raise ValueError("the onnxruntime backend runs float32 or int8 on the CPU")
         if precision == "int8" and (self.device.type != "cpu" or backend == "torch"):
             raise ValueError("int8 inference runs on the CPU through onnxruntime")
-        if backend == "onnxruntime" or (backend == "auto" and self.device.type == "cpu"):
+        if backend == "onnxruntime" or (backend == "auto" and self.device.type == "cpu" and not self._autocast):
             try:
                 self._session = onnx_session(self._graph(precision, source))
             except ImportError as exc:
