@@ -176,6 +176,12 @@ class Engine:
     def name(self) -> str:
         return f"checkers-zero {self.checkpoint.stem}"
 
+    def warm_up(self) -> None:
+        """Compile the search's kernels now (selfplay.search.warm_up) rather than in the first search's time."""
+        from selfplay.search import warm_up
+
+        warm_up(self.evaluator, self.search_config, egdb=self.egdb)
+
     def analyse(self, game: Game, budget: Budget) -> Analysis:
         """Search the game's current position within the budget (the game must not be over)."""
         from selfplay.analysis import GameSearch
