@@ -520,7 +520,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", metavar="PATH", help="network to play against (default: the shipped one)")
     parser.add_argument("--no-egdb", action="store_true",
                         help="search without the endgame database (by default positions of few pieces are exact)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT}; 0 = any free port)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"port to listen on (default {DEFAULT_PORT}; 0 = any free port)")
     parser.add_argument("--host", default=DEFAULT_HOST,
                         help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
     parser.add_argument("--verbose", action="store_true", help="log every request")
