@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 
-from play.queries import EngineSettings, Query, answer
+from play.analysis_json import analysis_json
+from play.engine import plies_left
+from play.queries import EngineSettings, Query
 from selfplay import mcts
-from selfplay.analysis import analysis_of, principal_variation, with_database
+from selfplay.analysis import analysis_of, candidate_lines, with_database
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, warm_up
 from zero.egdb import Egdb
-from zero.game import Game, Move, Position
+from zero.game import Game
 
 # Root visits a tree may add in one step. A search whose descents all end on terminal nodes makes no
 # network call and would otherwise run to its whole target inside one step, past its time limit and
@@ -44,10 +46,13 @@ class Task:
 class AnalysisPool:
     """See the module docstring. Not thread-safe: one thread submits and steps."""
 
-    def __init__(self, evaluator: PositionEvaluator, settings: EngineSettings, egdb: Egdb | None = None):
-        """With `egdb`, the positions it holds are exact, in the search and in the answers."""
+    def __init__(self, evaluator: PositionEvaluator, settings: EngineSettings, egdb: Egdb | None = None,
+                 network: PositionEvaluator | None = None):
+        """With `egdb`, the positions it holds are exact, in the search and in the answers. `network`: the
+        evaluator whose moves-left head gives the answers' plies_left (`evaluator` may be a cache over it)."""
         settings.validate()
         self.evaluator = evaluator
+        self.network = network or evaluator
         self.settings = settings
         self.egdb = egdb
         # Before the first query's clock starts (its time counts from when it gets a tree).
@@ -114,19 +119,12 @@ class AnalysisPool:
         position = task.game.position
         analysis = analysis_of(self.search, position, g)
         if self.egdb is not None and position.piece_count() <= self.egdb.max_pieces:
-            analysis = with_database(analysis, self.egdb, position)
-        shown = analysis.moves if task.query.top is None else analysis.moves[: task.query.top]
-        variations = (candidate_variations(self.search, g, position, [stat.move for stat in shown])
-                      if task.query.pv else {})
-        return answer(task.query, task.ply, position, analysis, variations, nodes, seconds)
-
-
-def candidate_variations(search: BatchedSearch, g: int, position: Position, moves: list[Move]) -> dict[Move, list[Move]]:
-    """For each of the root's moves listed (the root of tree g is `position`), the line the search expects
-    after it: the move, then the principal variation of its subtree."""
-    lines = {}
-    for move in moves:
-        child = int(mcts.find_child(search.forest, g, move.from_square - 1, move.to_square - 1, move.captured))
-        after = position.play(move)
-        lines[move] = [move] + (principal_variation(search, g, child, after) if child >= 0 else [])
-    return lines
+            analysis = with_database(analysis, self.egdb, position, self.search, g)
+        query = task.query
+        if query.pv:
+            shown = analysis.moves if query.top is None else analysis.moves[: query.top]
+            analysis.lines = candidate_lines(self.search, g, position, [stat.move for stat in shown])
+        analysis.nodes, analysis.seconds = nodes, seconds
+        analysis.plies_left = plies_left(self.network, task.game)
+        return analysis_json(analysis, position, task.ply, query_id=query.id, top=query.top, pv=query.pv,
+                             wdl=query.wdl)

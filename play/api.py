@@ -41,7 +41,7 @@ class Engine:
         evaluator = loaded.evaluator
         if self.settings.cache_positions:
             evaluator = CachedEvaluator(evaluator, self.settings.cache_positions)
-        self.pool = AnalysisPool(evaluator, self.settings, loaded.egdb)
+        self.pool = AnalysisPool(evaluator, self.settings, loaded.egdb, network=loaded.evaluator)
 
     # -- one position, for scripts -------------------------------------------------------------------
     def analyse(self, fen: str | None = None, moves: Sequence[str] = (), *, simulations: int | None = None,

@@ -1,15 +1,15 @@
 """The engine a person plays against: a checkpoint's network driving the search, at a chosen strength.
 
 Strength is a search budget: a number of simulations (a named level or `--sims N`) or a time limit
-(`--time SECONDS`). Everything the front ends show about the engine's thinking goes through `describe`,
-which turns a search result into plain data (visit shares, win/draw/loss, principal variation).
+(`--time SECONDS`). Everything the front ends show about the engine's thinking is its analysis as
+`play.analysis_json` writes it (visit shares, win/draw/loss, principal variation).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from zero.game import Game, Move
 
@@ -85,43 +85,16 @@ def side_name(black: bool) -> str:
     return "Black" if black else "White"
 
 
-def wdl_dict(wdl) -> dict[str, float]:
-    """Win, draw and loss probabilities, labelled, as every JSON answer gives them."""
-    return {name: round(float(x), 4) for name, x in zip(("win", "draw", "loss"), wdl)}
+def plies_left(evaluator: PositionEvaluator, game: Game) -> float | None:
+    """The network's estimate of the plies left in the game (its moves-left head); None for an evaluator
+    without one."""
+    predict = getattr(evaluator, "predict", None)
+    if predict is None:
+        return None
+    from zero.encoding import encode_game
 
-
-def describe(analysis: Analysis, game: Game, top: int | None = None) -> dict[str, Any]:
-    """A search result as plain data (JSON-ready).
-
-    Win/draw/loss (and q = win - loss) are from the view of the side to move in `game` (named in "side"),
-    None for a move the search never visited; "share" is a move's fraction of the root visits; "proven" is
-    the value the search proved ("win in 9", "draw", "loss in 4"; None when unproven).
-    """
-    total = sum(stat.visits for stat in analysis.moves) or 1
-    stats = analysis.moves if top is None else analysis.moves[:top]
-    return {
-        "fen": str(game.position),
-        "side": side_name(game.position.black_to_move).lower(),
-        "simulations": int(analysis.simulations),
-        "root_wdl": wdl_dict(analysis.root_wdl),
-        "moves": [
-            {
-                "move": str(stat.move),
-                "path": list(stat.move.path),
-                "visits": int(stat.visits),
-                "share": round(stat.visits / total, 4),
-                "prior": round(float(stat.prior), 4),
-                "q": round(float(stat.q), 4),
-                "wdl": None if stat.wdl is None else wdl_dict(stat.wdl),
-                "proven": None if stat.proven is None else str(stat.proven),
-            }
-            for stat in stats
-        ],
-        "pv": [str(mv) for mv in analysis.pv],
-        # The game's value when the search proved it, for the side to move: "win in 9", "draw", "loss in 4".
-        "proven": None if analysis.proven is None else str(analysis.proven),
-        "plies_left": None if analysis.plies_left is None else round(float(analysis.plies_left), 1),
-    }
+    moves_left = predict(encode_game(game)[None])[2]
+    return None if moves_left is None else float(moves_left[0])
 
 
 class Engine:
@@ -176,6 +149,12 @@ class Engine:
     def name(self) -> str:
         return f"checkers-zero {self.checkpoint.stem}"
 
+    def warm_up(self) -> None:
+        """Compile the search's kernels now (selfplay.search.warm_up) rather than in the first search's time."""
+        from selfplay.search import warm_up
+
+        warm_up(self.evaluator, self.search_config, egdb=self.egdb)
+
     def analyse(self, game: Game, budget: Budget) -> Analysis:
         """Search the game's current position within the budget (the game must not be over)."""
         from selfplay.analysis import GameSearch
@@ -188,12 +167,8 @@ class Engine:
             # next (transpositions, and the replies the opponent's move left out of the kept subtree).
             self._search = GameSearch(CachedEvaluator(self.evaluator), self.search_config, egdb=self.egdb)
         analysis = self._search.analyse(game, budget.simulations, budget.seconds)
-        predict = getattr(self.evaluator, "predict", None)  # a network evaluator has the moves-left head
-        if predict is not None:
-            from zero.encoding import encode_game
-
-            moves_left = predict(encode_game(game)[None])[2]
-            analysis.plies_left = None if moves_left is None else float(moves_left[0])
+        analysis.lines = self._search.candidate_lines(game.position, [stat.move for stat in analysis.moves])
+        analysis.plies_left = plies_left(self.evaluator, game)
         return analysis
 
     def choose(self, game: Game, budget: Budget) -> tuple[Move, Analysis]:

@@ -1,6 +1,7 @@
 """The engine protocol's queries and answers as data: reading a query (every field checked, every problem a
-`QueryError` with a message for people) and writing an answer. `play/ENGINE_PROTOCOL.md` is the reference;
-the JSON-lines front end (`play.protocol`) and the Python API (`play.api`) both go through here.
+`QueryError` with a message for people), the version and error answers (an analysis's answer is
+`play.analysis_json`'s). `play/ENGINE_PROTOCOL.md` is the reference; the JSON-lines front end
+(`play.protocol`) and the Python API (`play.api`) both go through here.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from selfplay.analysis import Analysis, Proven
 from selfplay.search import SearchConfig
 from zero.game import Game, Move, Position, RulesConfig
 from zero.notation import NotationError, fen_to_position, resolve_move
@@ -225,55 +225,6 @@ def _flag(obj: dict, name: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------------- answers
-
-def proven_json(proven: Proven | None) -> dict[str, Any] | None:
-    if proven is None:
-        return None
-    return {"value": {1: "win", 0: "draw", -1: "loss"}[proven.value], "plies": proven.plies,
-            "source": "database" if proven.by_database else "search", "text": str(proven)}
-
-
-def wdl_json(wdl: tuple[float, float, float]) -> dict[str, float]:
-    return {name: round(float(x), 4) for name, x in zip(("win", "draw", "loss"), wdl)}
-
-
-def expected_score(wdl: tuple[float, float, float]) -> float:
-    """Win plus half the draw chance: the points the player expects from the position."""
-    return float(wdl[0]) + float(wdl[1]) / 2
-
-
-def answer(query: Query, ply: int, position: Position, analysis: Analysis, variations: dict[Move, list[Move]],
-           nodes: int, seconds: float) -> dict[str, Any]:
-    """The answer for one analysed position (see ENGINE_PROTOCOL.md). Values are for the side to move in
-    `position`, a candidate's for the player making it (the same player)."""
-    candidates = analysis.moves if query.top is None else analysis.moves[: query.top]
-    moves = []
-    for stat in candidates:
-        entry: dict[str, Any] = {"move": str(stat.move), "visits": int(stat.visits), "prior": round(stat.prior, 4)}
-        if query.wdl:
-            entry["wdl"] = None if stat.wdl is None else wdl_json(stat.wdl)
-        if query.pv:
-            entry["pv"] = [str(m) for m in variations[stat.move]]
-        entry["proven"] = proven_json(stat.proven)
-        moves.append(entry)
-    out: dict[str, Any] = {
-        "id": query.id,
-        "ply": ply,
-        "fen": position.fen(),
-        "side": "black" if position.black_to_move else "white",
-        "move": str(analysis.moves[0].move),
-        "wdl": wdl_json(analysis.root_wdl),
-        "score": round(expected_score(analysis.root_wdl), 4),
-        "proven": proven_json(analysis.proven),
-        "simulations": int(analysis.simulations),
-        "nodes": nodes,
-        "seconds": round(seconds, 3),
-        "moves": moves,
-    }
-    if query.pv:
-        out["pv"] = [str(m) for m in analysis.pv]
-    return out
-
 
 def version_answer(query: VersionQuery, network: str, settings: EngineSettings) -> dict[str, Any]:
     return {"id": query.id, "engine": ENGINE_NAME, "protocol": PROTOCOL_VERSION, "network": network,

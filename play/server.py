@@ -31,7 +31,9 @@ Limits (`Limits`), so that one client cannot take the server from the others:
   and is refused otherwise (429, 503). Every program on this machine is one address: there a person's game
   is kept safe by being in use, not by the per-client count.
 - Connections: at most `max_connections` at once (503 beyond), each closed after `connection_timeout`
-  seconds without progress (a client that stalls mid-request or sits idle).
+  seconds without progress (a client that stalls mid-request or sits idle), or when a request (its line,
+  headers and body) is not all in `request_deadline` seconds after the connection or the last answer: a
+  client that trickles a header line now and then must not hold its slot for as long as it likes.
 A client that goes away before its answer is not an error: nothing is logged for it.
 """
 
@@ -39,7 +41,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
+import re
 import secrets
 import socket
 import sys
@@ -52,6 +56,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any, Callable
 
+from zero.config import check_settings, setting
 from zero.game import Position
 from zero.notation import NotationError, fen_to_position
 from play.engine import DEFAULT_LEVEL, LEVELS, Budget, Engine, EngineError, budget_for
@@ -71,11 +76,13 @@ _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\
 class Limits:
     """What one server lets its clients take (see the module doc)."""
 
-    max_games: int = 256
-    max_games_per_client: int = 64
-    game_idle_seconds: float = 1800.0
-    max_connections: int = 32
-    connection_timeout: float = 30.0
+    max_games: int = setting(256, low=1)
+    max_games_per_client: int = setting(64, low=1)
+    game_idle_seconds: float = setting(1800.0, low=0)
+    max_connections: int = setting(32, low=1)
+    connection_timeout: float = setting(30.0, above=0)
+    # A browser sends a request in milliseconds; this is for slow networks, not slow clients.
+    request_deadline: float = setting(10.0, above=0)
 
 
 @dataclass
@@ -160,19 +167,25 @@ def game_state(game_id: str, s: HumanGame) -> dict[str, Any]:
     }
 
 
-def _host_name(header: str) -> str:
-    """The host of a Host header, without its port and IPv6 brackets, lower case."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1:].split("]", 1)[0]
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+# A Host header is host[:port] (RFC 9110 7.2): a name or IPv4 address, or an IPv6 address in brackets, then an
+# optional port. Anything else (userinfo, a path, a second colon) is refused whole rather than cut at a colon.
+_HOST_HEADER = re.compile(r"(?:\[(?P<ipv6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9._-]+))(?::(?P<port>[0-9]{1,5}))?")
+
+
+def _host_name(header: str) -> str | None:
+    """The host of a Host header, without its port and IPv6 brackets, lower case; None if it is not a host
+    with an optional port 1-65535."""
+    match = _HOST_HEADER.fullmatch(header.strip().lower())
+    if match is None or match["port"] is not None and not 1 <= int(match["port"]) <= 65535:
+        return None
+    return match["ipv6"] or match["name"]
 
 
 def host_allowed(header: str, local_address: str, names: frozenset[str]) -> bool:
     """Whether a request's Host names this machine: the address the client reached (the connection's local
     address, whatever the server is bound to) or one of its names. A DNS-rebinding page names its own host."""
     host = _host_name(header)
-    return host == local_address or host in names
+    return host is not None and (host == local_address or host in names)
 
 
 def machine_names() -> frozenset[str]:
@@ -191,6 +204,7 @@ class PlayServer(ThreadingHTTPServer):
 
     def __init__(self, engine: Engine, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                  limits: Limits = Limits()) -> None:
+        check_settings(limits)
         super().__init__((host, port), PlayHandler)
         self.engine = engine
         self.limits = limits
@@ -361,6 +375,30 @@ def _allow(method: str, expected: str) -> None:
         raise ApiError(405, f"use {expected} here, not {method}")
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A connection's bytes, read with the connection's timeout but never past `deadline` (time.monotonic):
+    the socket timeout alone restarts with every byte that arrives."""
+
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
+        super().__init__()
+        self.sock = sock
+        self.timeout = timeout
+        self.deadline = float("inf")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request was not all sent within its deadline")
+        self.sock.settimeout(min(self.timeout, left))
+        try:
+            return self.sock.recv_into(buffer)
+        finally:
+            self.sock.settimeout(self.timeout)  # the answer is written with the connection's own timeout
+
+
 class PlayHandler(BaseHTTPRequestHandler):
     server: PlayServer
     server_version = "checkers-zero"
@@ -368,6 +406,14 @@ class PlayHandler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         self.timeout = self.server.limits.connection_timeout  # read by the base class's setup
         super().setup()
+        self.rfile.close()  # the base class's reader: an open one would keep the socket open after close()
+        self._reader = _DeadlineReader(self.connection, self.timeout)
+        self.rfile = io.BufferedReader(self._reader)
+
+    def handle_one_request(self) -> None:
+        # The base class drops the connection on the TimeoutError a late request raises, quietly.
+        self._reader.deadline = time.monotonic() + self.server.limits.request_deadline
+        super().handle_one_request()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
         if self.server.verbose:
@@ -474,15 +520,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", metavar="PATH", help="network to play against (default: the shipped one)")
     parser.add_argument("--no-egdb", action="store_true",
                         help="search without the endgame database (by default positions of few pieces are exact)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT}; 0 = any free port)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"port to listen on (default {DEFAULT_PORT}; 0 = any free port)")
     parser.add_argument("--host", default=DEFAULT_HOST,
                         help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
     parser.add_argument("--verbose", action="store_true", help="log every request")
 
 
 def run(args: argparse.Namespace) -> int:
+    # Loading the network and compiling the search take seconds (more after an install): say so at once.
+    print("checkers-zero serve: loading the network and preparing the search ...", flush=True)
     try:
         engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb)
+        engine.warm_up()  # here, rather than in the person's first move
     except EngineError as exc:
         print(f"checkers-zero serve: {exc}", file=sys.stderr)
         return 2

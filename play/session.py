@@ -12,7 +12,8 @@ from typing import Any
 
 from zero.game import Game, Move, Outcome, Position, Termination
 from zero.notation import NotationError, fen_to_position, resolve_move
-from play.engine import Budget, Engine, describe, side_name
+from play.analysis_json import analysis_json
+from play.engine import Budget, Engine, side_name
 
 
 class PlayError(ValueError):
@@ -148,7 +149,7 @@ class HumanGame:
         if not self.engine_to_move:
             raise PlayError("it is your turn, not the engine's")
         move, analysis = self.engine.choose(self.game, self.budget)
-        self.last_thinking = describe(analysis, self.game, top=5)
+        self.last_thinking = analysis_json(analysis, self.game.position, self.game.ply, top=5)
         self.strengths[self.game.ply] = self.strength
         self.game.play(move)
         return move
@@ -156,7 +157,8 @@ class HumanGame:
     def hint(self, top: int = 5) -> dict[str, Any]:
         """The engine's view of the person's position: its top moves with visit share and win/draw/loss."""
         self._require_human_turn()
-        return describe(self.engine.analyse(self.game, self.budget), self.game, top=top)
+        analysis = self.engine.analyse(self.game, self.budget)
+        return analysis_json(analysis, self.game.position, self.game.ply, top=top)
 
     def undo(self) -> list[Move]:
         """Take back the person's last move and the engine's reply to it; after a resignation or agreed

@@ -89,13 +89,13 @@ def _percent(wdl: dict[str, float] | None) -> str:
 
 def thinking_text(thinking: dict[str, Any], whose: str) -> str:
     """The engine's search as a small table: move, visit share, prior, win/draw/loss; then the main line."""
-    value = f"proven {thinking['proven']}" if thinking.get("proven") else _percent(thinking["root_wdl"])
+    value = f"proven {thinking['proven']['text']}" if thinking["proven"] else _percent(thinking["wdl"])
     lines = [f"  {thinking['simulations']} simulations; {whose}: {value}"
              + (f"; about {thinking['plies_left']:.0f} plies left" if thinking.get("plies_left") is not None else "")]
     for stat in thinking["moves"]:
         lines.append(
             f"  {stat['move']:<14} {100 * stat['share']:5.1f}% of visits  prior {100 * stat['prior']:4.1f}%  "
-            + (f"proven {stat['proven']}" if stat.get("proven") else _percent(stat["wdl"]))
+            + (f"proven {stat['proven']['text']}" if stat["proven"] else _percent(stat["wdl"]))
         )
     if thinking["pv"]:
         lines.append(f"  main line: {' '.join(thinking['pv'])}")

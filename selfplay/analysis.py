@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -60,6 +60,10 @@ class Analysis:
     # evaluator has one; the search itself does not use it.
     plies_left: float | None = None
     proven: Proven | None = None  # for the side to move, when the search proved the root
+    nodes: int = 0  # nodes in the tree (positions expanded and their children)
+    seconds: float = 0.0  # the search's time
+    # For the moves a caller asked about (candidate_lines): the move and the line the search expects after it.
+    lines: dict[Move, list[Move]] = field(default_factory=dict)
 
 
 def analyse(game: Game, evaluator: PositionEvaluator, simulations: int,
@@ -113,7 +117,8 @@ class GameSearch:
             raise ValueError("simulations must be at least 1")
         if seconds is not None:
             warm_up(self.evaluator, self.config, game.rules, self.egdb)
-        deadline = time.perf_counter() + seconds if seconds is not None else math.inf
+        started = time.perf_counter()
+        deadline = started + seconds if seconds is not None else math.inf
         search = self._rooted_at(game)
         search.start(0, simulations if simulations is not None else self.capacity)
         # At least one step even when the time is already spent (a loaded machine): a player on the clock
@@ -125,8 +130,13 @@ class GameSearch:
         search.stop(0)
         analysis = analysis_of(search, game.position)
         if self.egdb is not None and game.position.piece_count() <= self.egdb.max_pieces:
-            analysis = with_database(analysis, self.egdb, game.position)
+            analysis = with_database(analysis, self.egdb, game.position, search)
+        analysis.seconds = time.perf_counter() - started
         return analysis
+
+    def candidate_lines(self, position: Position, moves: list[Move]) -> dict[Move, list[Move]]:
+        """After a search of `position` (the last analyse): candidate_lines of its tree."""
+        return candidate_lines(self._search, 0, position, moves)
 
     def _rooted_at(self, game: Game) -> BatchedSearch:
         """The search with its root at the game's position: the tree follows the moves played since the
@@ -166,7 +176,19 @@ def analysis_of(search: BatchedSearch, position: Position, g: int = 0) -> Analys
     pv = principal_variation(search, g, 0, position)
     root_proven = search.root_proven(g)
     return Analysis(stats, pv, search.root_wdl(g), search.root_visits(g), search.root_value(g),
-                    proven=None if root_proven is None else Proven(*root_proven))
+                    proven=None if root_proven is None else Proven(*root_proven),
+                    nodes=int(search.forest.trees[g, mcts.USED]))
+
+
+def candidate_lines(search: BatchedSearch, g: int, position: Position, moves: list[Move]) -> dict[Move, list[Move]]:
+    """For each of the root's moves listed (the root of tree g is `position`), the line the search expects
+    after it: the move, then the principal variation of its subtree."""
+    lines = {}
+    for move in moves:
+        child = int(mcts.find_child(search.forest, g, move.from_square - 1, move.to_square - 1, move.captured))
+        after = position.play(move)
+        lines[move] = [move] + (principal_variation(search, g, child, after) if child >= 0 else [])
+    return lines
 
 
 def principal_variation(search: BatchedSearch, g: int, node: int, position: Position) -> list[Move]:
@@ -190,9 +212,11 @@ def principal_variation(search: BatchedSearch, g: int, node: int, position: Posi
     return line
 
 
-def with_database(analysis: Analysis, egdb: Egdb, position: Position) -> Analysis:
-    """The analysis of a position the database holds, with the database's exact values for the root and
-    every move (the search may not have visited them all), the moves in the order they are best."""
+def with_database(analysis: Analysis, egdb: Egdb, position: Position, search: BatchedSearch,
+                  g: int = 0) -> Analysis:
+    """The analysis of a position the database holds (the root of tree g of `search`), with the database's
+    exact values for the root and every move (the search may not have visited them all), the moves in the
+    order they are best and the principal variation starting with the first."""
     stats = []
     for stat, (_, probe) in zip(sorted(analysis.moves, key=lambda s: str(s.move)),
                                 sorted(egdb.move_values(position), key=lambda mv: str(mv[0]))):
@@ -200,9 +224,12 @@ def with_database(analysis: Analysis, egdb: Egdb, position: Position) -> Analysi
         stat.q, stat.wdl = float(probe.value), proven_wdl(probe.value)
         stats.append(stat)
     order = move_order(np.array([s.visits for s in stats]), np.array([s.prior for s in stats]),
-                       np.array([s.proven.value for s in stats], dtype=float), np.array([s.proven.plies for s in stats]))
+                       np.array([s.proven.value for s in stats], dtype=float),
+                       np.array([s.proven.plies for s in stats]))
     root = egdb.probe(position)
     analysis.moves = [stats[k] for k in order]
+    best = analysis.moves[0].move
+    analysis.pv = candidate_lines(search, g, position, [best])[best]
     analysis.proven = Proven(root.value, max(root.distance, 0), by_database=True)
     analysis.root_wdl, analysis.root_value = proven_wdl(root.value), float(root.value)
     return analysis

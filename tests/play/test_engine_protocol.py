@@ -75,7 +75,8 @@ def test_subprocess_answers_a_batch_of_queries(tiny_checkpoint, multi_jump_fen):
     assert {m["move"] for m in capture["moves"]} == {"9x18x25", "9x18x27"}
     assert capture["nodes"] >= 50
     timed = answers["timed"]
-    assert "pv" not in timed and all(set(m) == {"move", "visits", "prior", "proven"} for m in timed["moves"])
+    assert "pv" not in timed and all(set(m) == {"move", "path", "visits", "share", "prior", "proven"}
+                                     for m in timed["moves"])
 
 
 def test_interleaved_ids_come_back_matched(tiny_checkpoint):
@@ -230,6 +231,29 @@ def test_api_answers_as_the_protocol_does(api_engine, tiny_checkpoint):
     assert direct.keys() == over_the_wire.keys()
     for field in ("fen", "side", "move", "wdl", "score", "moves", "pv", "simulations"):
         assert direct[field] == over_the_wire[field], field
+
+
+def shape(value):
+    """A JSON value's keys and types all the way down (a list by its first item)."""
+    if isinstance(value, dict):
+        return {name: shape(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    return type(value).__name__
+
+
+@pytest.mark.parametrize("fen", [None, "W:WK23,K28:B4,K20"])  # after the opening; a database win
+def test_analyze_json_is_an_engine_answer(api_engine, tiny_checkpoint, capsys, fen):
+    from play.cli import main
+
+    fen = fen or position_after(OPENING)
+    assert main(["analyze", "--checkpoint", str(tiny_checkpoint), "--fen", fen, "--sims", "24", "--json"]) == 0
+    analyzed = json.loads(capsys.readouterr().out)
+    answer = api_engine.analyse(fen, simulations=24)
+    assert shape(analyzed) == shape(answer)
+    for reply in (analyzed, answer):
+        assert reply["move"] == reply["moves"][0]["move"] == reply["pv"][0] and reply["fen"] == fen
+    assert analyzed["proven"] == answer["proven"]
 
 
 def test_api_limits_and_errors(api_engine, king_routes_fen):

@@ -13,7 +13,8 @@ from play.cli import main
 from zero.game import Game, Position
 from zero.notation import fen_to_position
 from zero.pdn import write_game
-from play.engine import DRAW_ACCEPT_MAX_SCORE, LEVELS, Budget, Engine, EngineError, budget_for, describe
+from play.analysis_json import analysis_json
+from play.engine import DRAW_ACCEPT_MAX_SCORE, LEVELS, Budget, Engine, EngineError, budget_for
 from play.session import HumanGame, PlayError, new_game
 
 
@@ -32,7 +33,7 @@ def test_json_output(multi_jump_fen, capsys, tiny_checkpoint):
     assert sorted(m["move"] for m in result["moves"]) == ["9x18x25", "9x18x27"]
     visits = [m["visits"] for m in result["moves"]]
     assert visits == sorted(visits, reverse=True) and sum(visits) == 39  # the root's first visit expands it
-    assert set(result["root_wdl"]) == {"win", "draw", "loss"} and abs(sum(result["root_wdl"].values()) - 1) < 1e-3
+    assert set(result["wdl"]) == {"win", "draw", "loss"} and abs(sum(result["wdl"].values()) - 1) < 1e-3
     for m in result["moves"]:
         assert abs(m["share"] - m["visits"] / 39) < 1e-3 and 0 <= m["prior"] <= 1
         assert m["wdl"] is None or abs(sum(m["wdl"].values()) - 1) < 1e-3
@@ -86,7 +87,7 @@ def test_time_limited_search_grows_one_tree_until_the_time_is_up(engine):
     elapsed = time.perf_counter() - started
     assert elapsed >= 0.3
     assert analysis.simulations >= 16 and sum(s.visits for s in analysis.moves) == analysis.simulations - 1
-    result = describe(analysis, game)
+    result = analysis_json(analysis, game.position, game.ply)
     most = max(m["visits"] for m in result["moves"])
     assert result["pv"][0] in [m["move"] for m in result["moves"] if m["visits"] == most]
 

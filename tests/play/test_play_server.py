@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from play.cli import build_parser
+from play.cli import build_parser, main
 from play.engine import Engine
 from zero.pdn import PdnGame, read_pdn_text
 from play.server import (DEFAULT_HOST, MAX_SIMULATIONS, Limits, PlayServer, host_allowed, machine_names,
@@ -69,6 +70,24 @@ def test_binds_loopback_by_default(engine):
         assert srv.server_address[0] == "127.0.0.1"
     finally:
         srv.server_close()
+
+
+def test_serve_says_it_is_starting_before_it_loads_the_network(engine, monkeypatch, capsys):
+    said_before_loading = []
+
+    def load(cls, checkpoint=None, endgame_database=True):
+        said_before_loading.append(capsys.readouterr().out)
+        return engine
+
+    def serve_forever(self):
+        raise KeyboardInterrupt  # Ctrl+C as soon as it serves
+
+    monkeypatch.setattr(Engine, "load", classmethod(load))
+    monkeypatch.setattr(PlayServer, "serve_forever", serve_forever)
+    assert main(["serve", "--port", "0"]) == 0
+    assert said_before_loading == ["checkers-zero serve: loading the network and preparing the search ...\n"]
+    ready, stopped = capsys.readouterr().out.splitlines()
+    assert ready.startswith(f"Playing {engine.name}: open http://127.0.0.1:") and stopped == "stopped"
 
 
 def test_page_and_info(server):
@@ -224,6 +243,19 @@ def test_host_check_holds_on_any_bind():
     assert not host_allowed("", "192.168.1.5", names)
 
 
+@pytest.mark.parametrize("host", ["localhost:1@evil.com", "evil.com", "localhost:abc", "localhost:99999",
+                                  "localhost:0", "localhost:", "localhost:8000:1", "localhost/x", "localhost 8000",
+                                  "evil.com@localhost", "[::1", "::1:8000"])
+def test_host_headers_that_are_not_exactly_host_and_port_are_refused(server, host):
+    assert not host_allowed(host, "127.0.0.1", machine_names())
+    assert call(server, "GET", "/api/info", headers={"Host": host})[0] == 403
+
+
+@pytest.mark.parametrize("host", ["localhost:8000", "127.0.0.1:8000", "[::1]:8000", "localhost", "LocalHost:65535"])
+def test_host_and_optional_port_of_this_machine_are_accepted(host):
+    assert host_allowed(host, "127.0.0.1", machine_names())
+
+
 # ------------------------------------------------------------------------------- hostile clients
 
 @pytest.mark.parametrize(("raw", "headers", "status"), [
@@ -325,6 +357,56 @@ def test_idle_and_stalled_connections_are_closed(engine):
             assert read_until_closed(sock, within=5) == b""
             sock.close()
         assert call(srv, "GET", "/api/info")[0] == 200
+
+
+def trickle_headers(sock: socket.socket, every: float, stop: threading.Event) -> None:
+    """A slow-header client: a request line, then a header line every `every` seconds, never the blank line
+    that ends the headers, until the server closes the connection or `stop` is set."""
+    with contextlib.suppress(OSError):
+        sock.sendall(b"GET /api/info HTTP/1.1\r\nHost: localhost\r\n")
+        while not stop.wait(every):
+            sock.sendall(b"X-Slow: 1\r\n")
+
+
+def closed_within(sock: socket.socket, within: float) -> bool:
+    """Whether the server closes the connection within `within` seconds (sending nothing first)."""
+    sock.settimeout(within)
+    try:
+        return sock.recv(4096) == b""
+    except ConnectionResetError:  # closed while the client was still sending
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_a_client_trickling_its_headers_is_cut_off_at_the_deadline(engine):
+    # Each header line comes well inside the connection timeout: only the request's deadline ends them.
+    limits = Limits(max_connections=2, connection_timeout=30.0, request_deadline=1.0)
+    with serving(engine, limits) as srv:
+        stop = threading.Event()
+        socks = [socket.create_connection(srv.server_address[:2]) for _ in range(limits.max_connections)]
+        threads = [threading.Thread(target=trickle_headers, args=(sock, 0.1, stop)) for sock in socks]
+        for thread in threads:
+            thread.start()
+        try:
+            assert all(closed_within(sock, within=20) for sock in socks)
+            assert call(srv, "GET", "/api/info", timeout=20)[0] == 200  # their slots are free again
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+            for sock in socks:
+                sock.close()
+
+
+def test_a_request_within_its_deadline_is_served(engine):
+    with serving(engine, Limits(request_deadline=5.0)) as srv:
+        sock = socket.create_connection(srv.server_address[:2])
+        for line in (b"GET /api/info HTTP/1.1\r\n", b"Host: localhost\r\n", b"Connection: close\r\n", b"\r\n"):
+            sock.sendall(line)
+            time.sleep(0.1)
+        assert read_until_closed(sock, within=30).startswith(b"HTTP/1.0 200")
+        sock.close()
 
 
 def test_concurrent_connections_are_bounded(engine):
