@@ -175,26 +175,39 @@ def test_the_numba_probe_of_many_positions_equals_one_at_a_time(db):
     assert (values[300:] == UNKNOWN).all() and (values[:300] != UNKNOWN).all()
 
 
-def test_database_positions_get_exact_value_targets(db):
-    won, _, _ = _find(db, WIN, LOSS)
-    drawn, _, _ = _find(db, DRAW, LOSS)
-    positions = [won, drawn, Position.initial()]
+def _value_samples(positions: list[Position], wdl: np.ndarray) -> Samples:
     n = len(positions)
-    samples = Samples(
+    return Samples(
         black=np.array([p.black for p in positions], np.uint32), white=np.array([p.white for p in positions], np.uint32),
         kings=np.array([p.kings for p in positions], np.uint32),
         black_to_move=np.array([p.black_to_move for p in positions]), no_progress=np.zeros(n, np.int16),
         repetitions=np.ones(n, np.int8), policy_actions=np.full((n, 1), -1, np.int16),
-        policy_probs=np.zeros((n, 1), np.float32),
-        wdl=np.array([2, 0, 1]),  # as the games went: the won one lost, the drawn one won
+        policy_probs=np.zeros((n, 1), np.float32), wdl=wdl,
         moves_left=np.zeros(n, np.float32), policy_weight=np.zeros(n, np.float32),
         value_weight=np.array([0.0, 1.0, 1.0], np.float32), moves_left_weight=np.ones(n, np.float32),
         source=np.zeros(n, np.int8))
+
+
+def test_database_positions_get_exact_value_targets(db):
+    won, _, _ = _find(db, WIN, LOSS)
+    drawn, _, _ = _find(db, DRAW, LOSS)
+    samples = _value_samples([won, drawn, Position.initial()],
+                             np.array([2, 0, 1]))  # as the games went: the won one lost, the drawn one won
     exact, held = samples.with_database_values(db)
     assert held == 2
     assert list(exact.wdl) == [0, 1, 1]  # win, draw, and the start position as its game went
     assert list(exact.value_weight) == [1.0, 1.0, 1.0]
     assert list(samples.wdl) == [2, 0, 1]  # the input is left as it was
+
+
+def test_database_values_replace_a_teachers_distribution_too(db):
+    # Distillation's value targets are the teacher's probabilities; the database's exact value wins there.
+    won, _, _ = _find(db, WIN, LOSS)
+    drawn, _, _ = _find(db, DRAW, LOSS)
+    teacher = np.array([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2], [0.3, 0.4, 0.3]], np.float32)
+    exact, held = _value_samples([won, drawn, Position.initial()], teacher).with_database_values(db)
+    assert held == 2
+    np.testing.assert_array_equal(exact.wdl, np.array([[1, 0, 0], [0, 1, 0], [0.3, 0.4, 0.3]], np.float32))
 
 
 def test_self_play_adjudicates_at_the_first_database_position(db, tmp_path):

@@ -215,3 +215,86 @@ def test_cli_dataset_command(pdn_file, tmp_path, capsys):
                                       str(tmp_path / "e"), "--quiet"])
     assert cli_run(args) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def _teacher(path, seed: int = 5):
+    from zero.checkpoint import save_checkpoint
+    from zero.network import PolicyValueNet
+
+    torch.manual_seed(seed)
+    net = PolicyValueNet(TINY)
+    with torch.no_grad():  # sharper than a fresh network's near-uniform policy, so there is a judgement to learn
+        for p in net.parameters():
+            p.mul_(3.0)
+    save_checkpoint(path, net=net, net_config=TINY, step=0)
+    return path
+
+
+def _policies(evaluator, samples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Legal-move distributions of a network on some samples, its WDL, and the legal masks."""
+    batch = samples.to_batch(torch.device("cpu"))
+    logits, wdl = evaluator.evaluate(batch.planes.numpy())
+    legal = batch.legal.numpy()
+    logits = np.where(legal, logits, -np.inf)
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True), wdl, legal
+
+
+def test_teacher_labels_are_its_policy_over_the_legal_moves_and_its_wdl(dataset, tmp_path):
+    from train.distill import TOP_ACTIONS, dataset_positions, label
+    from zero.inference import Evaluator
+
+    data, _ = dataset
+    teacher = Evaluator.from_checkpoint(_teacher(tmp_path / "teacher.pt"), device="cpu", precision="float32")
+    rows = data.rows("train")[:300]
+    labelled = label(teacher, dataset_positions(data, rows), "expert")
+    policy, wdl, legal_masks = _policies(teacher, data.samples(rows))
+    np.testing.assert_allclose(labelled.wdl, wdl, atol=1e-6)
+    for i in range(len(rows)):
+        legal = np.flatnonzero(legal_masks[i])
+        kept = labelled.policy_actions[i][labelled.policy_actions[i] >= 0]
+        assert len(kept) == min(len(legal), TOP_ACTIONS) and set(kept) <= set(legal)
+        assert labelled.policy_probs[i].sum() == pytest.approx(1.0, abs=1e-5)
+        # The teacher's likeliest moves, in its proportions.
+        assert policy[i][kept].min() >= np.sort(policy[i])[::-1][len(kept) - 1] - 1e-7
+        np.testing.assert_allclose(labelled.policy_probs[i][:len(kept)], policy[i][kept] / policy[i][kept].sum(),
+                                   rtol=1e-4)
+
+
+@pytest.mark.slow  # 300 optimizer steps, as test_training_fits_the_expert_moves
+def test_distillation_brings_the_student_to_the_teachers_judgement(dataset, tmp_path):
+    from dataclasses import replace
+
+    from train.distill import _cache_file, distilled
+    from zero.egdb_build import largest_available
+    from zero.inference import Evaluator
+
+    data, _ = dataset
+    teacher_path = _teacher(tmp_path / "teacher.pt")
+    teacher = Evaluator.from_checkpoint(teacher_path, device="cpu", precision="float32")
+    rows = data.rows("train")
+    want, _, _ = _policies(teacher, data.samples(rows))
+
+    def kl_from_teacher(checkpoint) -> float:
+        got, _, _ = _policies(Evaluator.from_checkpoint(checkpoint, device="cpu", precision="float32"), data.samples(rows))
+        inside = want > 0
+        return float((want[inside] * np.log(want[inside] / np.maximum(got[inside], 1e-12))).sum() / len(rows))
+
+    cfg = replace(_config(300, checkpoint_every=300), teacher=str(teacher_path), teacher_positions=256)
+    torch.manual_seed(0)
+    train(replace(cfg, steps=1), data.path, tmp_path / "start.pt", tmp_path / "run-start", progress=False)
+    torch.manual_seed(0)
+    train(cfg, data.path, tmp_path / "student.pt", tmp_path / "run", progress=False)
+    before, after = kl_from_teacher(tmp_path / "start.pt"), kl_from_teacher(tmp_path / "student.pt")
+    assert after < 0.3 * before, (before, after)
+    assert load_checkpoint(tmp_path / "student.pt").provenance["teacher"] == str(teacher_path)
+
+    # The labels were kept beside the dataset; a damaged copy is labelled again, to the same labels.
+    cache = _cache_file(teacher, data, 256, cfg.seed, largest_available().max_pieces)
+    kept = distilled(teacher_path, data, 256, cfg.seed).labelled
+    cache.write_bytes(cache.read_bytes()[:1000])
+    again = distilled(teacher_path, data, 256, cfg.seed).labelled
+    assert len(kept) == len(rows) + 256
+    for name in ("black", "policy_actions", "policy_probs", "wdl", "source"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(kept, name))
+    assert distilled(teacher_path, data, 256, cfg.seed).labelled.wdl.shape == (len(rows) + 256, 3)

@@ -6,7 +6,8 @@ configurations of it; they differ in where samples come from and in the learning
 A sample is a position (compact board masks and draw-rule counters) with a target per head:
 - policy: a distribution over the legal actions, stored sparsely (action indices and probabilities): a
   search's visit shares, or one action with probability 1 for an expert's move;
-- value: the game's result for the side to move (win, draw, loss);
+- value: the game's result for the side to move (win, draw, loss), or a distribution over the three (a
+  teacher network's, in distillation);
 - moves left: the plies from the position to the end of its game;
 and a weight per head and sample. A forced move or a fast playout-cap search carries no policy target
 (weight 0), and a source that knows nothing of a head gives it weight 0. Positions an endgame database
@@ -105,7 +106,7 @@ class Samples:
     repetitions: np.ndarray  # int [N] occurrences of the position so far (1 = first)
     policy_actions: np.ndarray  # int [N, K] perspective action indices (zero.encoding), -1 = empty slot
     policy_probs: np.ndarray  # float32 [N, K] target probability of each action
-    wdl: np.ndarray  # int64 [N] 0 win, 1 draw, 2 loss for the side to move
+    wdl: np.ndarray  # int64 [N] 0 win, 1 draw, 2 loss for the side to move, or float32 [N, 3] probabilities
     moves_left: np.ndarray  # float32 [N] plies to the end of the game
     policy_weight: np.ndarray  # float32 [N]
     value_weight: np.ndarray  # float32 [N]
@@ -124,16 +125,26 @@ class Samples:
             if f.name in ("policy_actions", "policy_probs"):
                 fill = -1 if f.name == "policy_actions" else 0
                 values = [np.pad(v, ((0, 0), (0, width - v.shape[1])), constant_values=fill) for v in values]
+            if f.name == "wdl" and any(np.ndim(v) == 2 for v in values):
+                values = [v if np.ndim(v) == 2 else np.eye(3, dtype=np.float32)[v] for v in values]
             columns[f.name] = np.concatenate(values)
         return cls(**columns)
+
+    def take(self, rows: np.ndarray) -> "Samples":
+        """The samples at these row indices."""
+        return Samples(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
 
     def with_database_values(self, egdb: Egdb) -> tuple["Samples", int]:
         """These samples with the value target of every position the endgame database holds replaced by its
         exact value (a game's result says only how that one game went on from there), and how many there were."""
         values = egdb.values(self.black, self.white, self.kings, self.black_to_move)
         held = values != UNKNOWN
-        wdl = np.array(self.wdl, np.int64)
-        wdl[held] = 1 - values[held]  # WIN +1 -> 0, DRAW 0 -> 1, LOSS -1 -> 2
+        exact = 1 - values[held].astype(np.int64)  # WIN +1 -> 0, DRAW 0 -> 1, LOSS -1 -> 2
+        wdl = np.array(self.wdl)
+        if wdl.ndim == 2:
+            wdl[held] = np.eye(3, dtype=wdl.dtype)[exact]
+        else:
+            wdl[held] = exact
         value_weight = np.array(self.value_weight, np.float32)
         value_weight[held] = 1.0
         return dataclasses.replace(self, wdl=wdl, value_weight=value_weight), int(held.sum())
@@ -158,7 +169,7 @@ class Samples:
 
         return Batch(
             planes=tensor(planes), legal=tensor(legal), policy=tensor(policy),
-            wdl=tensor(np.asarray(self.wdl, np.int64)), moves_left=tensor(np.asarray(self.moves_left, np.float32)),
+            wdl=tensor(np.asarray(self.wdl, np.int64 if np.ndim(self.wdl) == 1 else np.float32)), moves_left=tensor(np.asarray(self.moves_left, np.float32)),
             policy_weight=tensor(np.asarray(self.policy_weight, np.float32)),
             value_weight=tensor(np.asarray(self.value_weight, np.float32)),
             moves_left_weight=tensor(np.asarray(self.moves_left_weight, np.float32)),
@@ -173,7 +184,7 @@ class Batch:
     planes: torch.Tensor  # float32 [B, NUM_PLANES, 8, 8]
     legal: torch.Tensor  # bool [B, NUM_ACTIONS]
     policy: torch.Tensor  # float32 [B, NUM_ACTIONS] target distribution over the legal actions
-    wdl: torch.Tensor  # int64 [B]
+    wdl: torch.Tensor  # int64 [B] classes, or float32 [B, 3] probabilities
     moves_left: torch.Tensor  # float32 [B]
     policy_weight: torch.Tensor  # float32 [B]
     value_weight: torch.Tensor
@@ -201,7 +212,8 @@ def losses(out, batch: Batch, label_smoothing: float = 0.0) -> dict[str, torch.T
     """Each head's loss, a weighted mean over the batch (a head with no weight anywhere gives 0).
 
     policy: cross-entropy of the target over the legal actions (illegal logits masked out), optionally
-    smoothed towards the uniform distribution over the legal actions; value: win/draw/loss cross-entropy;
+    smoothed towards the uniform distribution over the legal actions; value: win/draw/loss cross-entropy
+    (against a class or a distribution);
     moves_left: smooth L1 in units of MOVES_LEFT_SCALE plies (only for a network with that head)."""
 
     def weighted(per_sample: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

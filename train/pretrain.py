@@ -8,6 +8,11 @@ Determinism and resuming: the batch at step s is a pure function of (seed, s): e
 epoch is a permutation of the train rows drawn from a generator seeded with (seed, e). A checkpoint holds the
 weights, optimizer state and step, so a resumed run continues with exactly the batches it would have seen;
 the learning rate is a function of the step, so no scheduler state is needed.
+
+Distillation (`teacher` set, train.distill): the targets are a teacher network's policy, win/draw/loss
+probabilities and plies left, on the train split's positions and `teacher_positions` positions of the
+teacher's own games, instead of the expert's move and the game's result. Validation and the test metrics
+still judge the student against the experts' moves and the games' results, as for any pretrained network.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from tqdm import tqdm
 from train.learning import HeadWeights, Learner, OptimConfig, TrainingDiverged, autocast, lr_at
 from train.pretrain_dataset import PretrainDataset
 from zero.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from zero.config import code_version, to_dict, write_run_record
+from zero.config import code_version, setting, to_dict, write_run_record
 from zero.network import NetworkConfig, PolicyValueNet, parameter_count
 from zero.wandb_logging import INSTALL_HINT, WandbMissing, import_wandb
 
@@ -68,6 +73,10 @@ class PretrainConfig:
     threads: int = 0  # torch CPU threads; 0 = torch's default
     max_minutes: float = 0.0  # stop training after this long (then evaluate and save as usual); 0 = no limit
     compile: bool = False  # torch.compile the network (helps on GPUs; slow to start)
+    # Distillation (see the module doc): the checkpoint whose judgement is the target ("" = the games'), and
+    # how many positions of its own games join the train split's.
+    teacher: str = ""
+    teacher_positions: int = setting(0, low=0)
     wandb_mode: str = "offline"  # "offline" (no account needed), "online" or "disabled"
     wandb_project: str = "checkers-zero"
 
@@ -314,7 +323,16 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
         print(f"resuming {run_dir} at step {step}/{cfg.steps}")
     write_run_record(run_dir, cfg, {"seed": cfg.seed}, name="pretrain")
 
-    train_rows = data.rows("train")
+    if cfg.teacher:
+        from train.distill import distilled
+
+        try:
+            source = distilled(cfg.teacher, data, cfg.teacher_positions, cfg.seed, progress)
+        except CheckpointError as exc:
+            raise PretrainError(f"teacher: {exc}") from None
+        train_rows = source.train_rows
+    else:
+        source, train_rows = data, data.rows("train")
     val_rows = data.rows("val")
     if 0 < cfg.val_positions < len(val_rows):
         val_rows = np.sort(np.random.default_rng([cfg.seed, 1]).choice(val_rows, cfg.val_positions, replace=False))
@@ -324,6 +342,7 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
         "dataset": str(data_dir), "source": data.attrs.get("source"), "source_sha256": data.attrs.get("source_sha256"),
         "split": data.attrs.get("config"), "dataset_summary": data.attrs.get("summary"),
         "command": " ".join(sys.argv), "code_version": code_version(), "device": str(device),
+        **({"teacher": cfg.teacher, "teacher_positions": cfg.teacher_positions} if cfg.teacher else {}),
     }
     print(f"network {cfg.network.blocks}x{cfg.network.channels}, {parameter_count(net):,} parameters, on {device}; "
           f"{len(train_rows):,} train positions, {order.per_epoch} steps per epoch of {cfg.batch_size}")
@@ -348,7 +367,7 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
             break
         lr = lr_at(cfg.optim, step, cfg.steps)
         try:
-            parts = learner.step(data.samples(order.at(step)), lr)
+            parts = learner.step(source.samples(order.at(step)), lr)
         except TrainingDiverged as exc:
             raise PretrainError(f"step {step}: {exc}") from None
         step += 1

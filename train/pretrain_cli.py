@@ -29,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     tr.add_argument("--net", choices=("small", "large"),
                     help="network preset (default small); it replaces the config file's [network] values, "
                          "and --set network.KEY=VALUE still changes single fields")
+    tr.add_argument("--teacher", metavar="CHECKPOINT",
+                    help="distil: learn this network's policy, win/draw/loss and plies left (e.g. "
+                         "checkpoints/shipped.pt) instead of the games' moves and results; --set "
+                         "teacher_positions=N adds N positions of its own games")
     tr.add_argument("--no-wandb", action="store_true", help="no wandb logging at all (default: offline files)")
     tr.add_argument("--compile", action="store_true", help="torch.compile the network")
     tr.add_argument("--restart", action="store_true", help="ignore an existing run and start from step 0")
@@ -64,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         overrides = [f"network.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in preset.to_dict().items()]
     if args.compile:
         overrides.append("compile=true")
+    if args.teacher:
+        overrides.append(f"teacher={args.teacher}")
     if args.no_wandb:
         overrides.append("wandb_mode=disabled")
     try:

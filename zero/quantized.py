@@ -31,9 +31,9 @@ import numpy as np
 
 from zero.checkpoint import Checkpoint, weights_sha256
 from zero.config import atomic_write_bytes
-from zero.encoding import ENCODING_VERSION, encode_game, move_action
-from zero.game import Game
+from zero.encoding import ENCODING_VERSION
 from zero.onnx_model import export_onnx, onnx_session
+from zero.sampled_games import sampled_positions
 
 # Bump when the recipe below changes, so that every cached model is rebuilt with it.
 RECIPE_VERSION = 1
@@ -72,26 +72,9 @@ def float_nodes(model) -> list[str]:
 
 def calibration_planes(session, count: int = CALIBRATION_POSITIONS, seed: int = CALIBRATION_SEED,
                        games: int = CALIBRATION_GAMES) -> np.ndarray:
-    """Planes of `count` positions from the network's own games (float32 [count, NUM_PLANES, 8, 8]):
-    `games` games at once from the start position, every move drawn from the raw policy over the legal
-    moves, so the positions are the kind the search meets, and varied by the draws. A finished game is
-    replaced by a new one."""
-    rng = np.random.default_rng(seed)
-    live = [Game() for _ in range(games)]
-    batches, collected = [], 0
-    while collected < count:
-        planes = np.stack([encode_game(game) for game in live])
-        logits = session.run(None, {"planes": planes})[0]
-        batches.append(planes)
-        collected += len(planes)
-        for i, game in enumerate(live):
-            legal = game.legal_moves()
-            scores = logits[i, [move_action(m, game.position.black_to_move) for m in legal]]
-            probs = np.exp(scores - scores.max())
-            game.play(legal[rng.choice(len(legal), p=probs / probs.sum())])
-            if game.outcome is not None:
-                live[i] = Game()
-    return np.concatenate(batches)[:count]
+    """Planes of `count` positions from the network's own games (zero.sampled_games): the kind the search
+    meets, varied by the draws."""
+    return sampled_positions(lambda planes: session.run(None, {"planes": planes})[0], count, seed, games)[1]
 
 
 def quantize(net) -> bytes:
