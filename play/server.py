@@ -532,7 +532,6 @@ def run(args: argparse.Namespace) -> int:
     print("checkers-zero serve: loading the network and preparing the search ...", flush=True)
     try:
         engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb)
-        engine.warm_up()  # here, rather than in the person's first move
     except EngineError as exc:
         print(f"checkers-zero serve: {exc}", file=sys.stderr)
         return 2
@@ -541,6 +540,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"checkers-zero serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
+    engine.warm_up()  # after the port is ours (a port in use is said at once), before the person's first move
     server.verbose = args.verbose
     print(f"Playing {engine.name}: open {server.url} in your browser (Ctrl+C to stop)", flush=True)
     try:

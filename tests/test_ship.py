@@ -188,11 +188,15 @@ def ballot(tmp_path) -> str:
 
 
 def test_a_candidate_that_wins_the_whole_ballot_is_shipped_and_a_loser_changes_nothing(shipped, ballot):
-    # The pretrained network against random tiny weights: a candidate that wins by the rule.
-    cfg = ShipConfig(simulations=8, openings=ballot, half=True, parallel_games=6)
+    # The pretrained network against random tiny weights: a candidate that wins by the rule. The two differ
+    # in shape, so they meet at equal time (each on its own clock, the ballot split over two processes).
+    cfg = ShipConfig(simulations=8, seconds=0.02, openings=ballot, half=True, parallel_games=6)
     strong = DEFAULT_CHECKPOINT
     outcome = ship(strong, cfg, shipped)
     assert outcome.full_ballot and len(outcome.result.games) == 6
+    assert outcome.result.a == f"mcts:{strong}:t0.02"
+    assert sorted(g.round for g in outcome.result.games) == [1, 2, 3, 4, 5, 6]
+    assert "0.02 s a move (equal time: the networks differ in shape)" in outcome.entry
     assert outcome.promoted and outcome.result.elo_ci95[0] > 0
     new = load_checkpoint(shipped)
     assert new.half and new.optimizer_state is None and new.parent == str(strong.resolve())
@@ -210,12 +214,13 @@ def test_a_candidate_that_wins_the_whole_ballot_is_shipped_and_a_loser_changes_n
     loser = tiny_checkpoint(shipped.parent.parent / "loser.pt", 6)
     outcome = ship(loser, replace(cfg, half=False), shipped)
     assert outcome.full_ballot and not outcome.promoted and "nothing shipped" in outcome.verdict()
+    assert outcome.result.a == f"mcts:{loser}:t0.02"  # against the shipped 4x48 now: equal time again
     assert shipped.read_bytes() == before and (shipped.parent / "README.md").read_text() == card_before
 
 
 def test_a_quick_look_never_ships_and_the_shipped_network_is_no_candidate(shipped, ballot):
     before = shipped.read_bytes()
-    outcome = ship(DEFAULT_CHECKPOINT, ShipConfig(simulations=8, openings=ballot, games=2), shipped)
+    outcome = ship(DEFAULT_CHECKPOINT, ShipConfig(seconds=0.02, openings=ballot, games=2), shipped)
     assert len(outcome.result.games) == 2 and not outcome.full_ballot and not outcome.promoted
     assert "quick look" in outcome.verdict() and shipped.read_bytes() == before
     with pytest.raises(ValueError, match="weights of the shipped network"):
@@ -233,6 +238,7 @@ def test_the_card_records_the_chain_of_runs_behind_a_shipped_network(tmp_path, s
     cfg = ShipConfig(simulations=2, openings=ballot, games=2)
     result = head_to_head(best.path, shipped, cfg)
     entry = install(best.path, load_checkpoint(best.path), shipped, result, cfg)
+    assert result.a == f"candidate:{best.path.stem}" and "at 2 simulations each" in entry  # one shape: equal search
     assert entry == (shipped.parent / "README.md").read_text().split(FIRST_LINK_TEXT.rstrip("\n"))[1].lstrip("\n")
     network = load_checkpoint(best.path)
     assert network.step == best.step == 12  # 9 steps in the source, then 3 more here

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 # with more legal moves are rare, and their tail is what a search prunes anyway).
 TOP_ACTIONS = 16
 LABEL_BATCH = 1024
-LABELS_VERSION = 1  # of how labels are made: kept labels of another version are made again
+LABELS_VERSION = 2  # of how labels are made: kept labels of another version are made again
 POSITION_COLUMNS = ("black", "white", "kings", "black_to_move", "no_progress", "repetitions")
 
 
@@ -71,8 +71,8 @@ def teacher_game_positions(teacher: Evaluator, count: int, seed: int) -> dict[st
 
 
 def label(teacher: Evaluator, positions: dict[str, np.ndarray], source: str, progress: bool = False) -> Samples:
-    """The teacher's targets for these positions (from `source`, one of SOURCES): its TOP_ACTIONS likeliest legal moves (renormalised), its
-    win/draw/loss probabilities and, when it has that head, its plies to the end."""
+    """The teacher's targets for these positions (from `source`, one of SOURCES): its TOP_ACTIONS likeliest
+    legal moves (renormalised), its win/draw/loss probabilities and, when it has that head, its plies left."""
     n = len(positions["black"])
     actions = np.full((n, TOP_ACTIONS), -1, np.int16)
     probs = np.zeros((n, TOP_ACTIONS), np.float32)
@@ -94,15 +94,17 @@ def label(teacher: Evaluator, positions: dict[str, np.ndarray], source: str, pro
         logits = np.where(legal[:m], logits, -np.inf)
         top = np.argsort(-logits, axis=1)[:, :TOP_ACTIONS]
         top_logits = np.take_along_axis(logits, top, axis=1)
-        p = np.exp(top_logits - top_logits[:, :1])  # illegal slots (fewer legal moves than TOP_ACTIONS) -> 0
-        probs[sl] = p / p.sum(axis=1, keepdims=True)
+        # Slots past the legal moves get 0; a position without a legal move (never searched) none at all.
+        p = np.exp(top_logits - top_logits[:, :1], where=np.isfinite(top_logits), out=np.zeros_like(top_logits))
+        probs[sl] = p / np.maximum(p.sum(axis=1, keepdims=True), 1e-30)
         actions[sl] = np.where(np.isfinite(top_logits), top, -1)
         wdl[sl] = batch_wdl
         if has_moves_left:
             moves_left[sl] = batch_moves_left
     ones = np.ones(n, np.float32)
-    # A position without a legal move ends its game and is never searched: no policy target there.
-    policy_weight = (actions[:, 0] >= 0).astype(np.float32)
+    # A forced move teaches nothing (and a position without a move is never searched): as pretraining and
+    # self-play do, only a choice carries a policy target.
+    policy_weight = (actions[:, 1] >= 0).astype(np.float32)
     return Samples(
         **positions, policy_actions=actions, policy_probs=probs, wdl=wdl, moves_left=moves_left,
         policy_weight=policy_weight, value_weight=ones,

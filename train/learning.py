@@ -169,7 +169,8 @@ class Samples:
 
         return Batch(
             planes=tensor(planes), legal=tensor(legal), policy=tensor(policy),
-            wdl=tensor(np.asarray(self.wdl, np.int64 if np.ndim(self.wdl) == 1 else np.float32)), moves_left=tensor(np.asarray(self.moves_left, np.float32)),
+            wdl=tensor(np.asarray(self.wdl, np.int64 if np.ndim(self.wdl) == 1 else np.float32)),
+            moves_left=tensor(np.asarray(self.moves_left, np.float32)),
             policy_weight=tensor(np.asarray(self.policy_weight, np.float32)),
             value_weight=tensor(np.asarray(self.value_weight, np.float32)),
             moves_left_weight=tensor(np.asarray(self.moves_left_weight, np.float32)),

@@ -16,7 +16,7 @@ from pathlib import Path
 from train.gating import GatingConfig
 from train.match import IllegalMoveError, MatchGame, MatchResult, mix_seed, play_match
 from train.player_specs import SPEC_HELP, PlayerSpecError, make_player
-from zero.config import atomic_write_bytes
+from zero.config import atomic_write_bytes, disk_problem
 from zero.game import RulesConfig
 from zero.openings import BallotError, load_openings
 
@@ -86,7 +86,11 @@ def run(args: argparse.Namespace) -> int:
         if out is not None:
             out.close()
     if args.out:
-        atomic_write_bytes(args.out, result.pdn(event).encode())
+        try:
+            atomic_write_bytes(args.out, result.pdn(event).encode())
+        except OSError as exc:  # needs a second copy's room: the games written as they ended are whole
+            print(f"warning: {args.out} keeps the games in the order they ended ({disk_problem(exc) or exc})",
+                  file=sys.stderr)
     print(result.summary())
     if not args.no_endgame_judge and result.games:
         from zero.egdb_build import largest_available

@@ -287,6 +287,8 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
     """Train (or resume) a run, evaluate on the test split, write the final checkpoint to `out`.
     Returns the test metrics."""
     data_dir, out, run_dir = Path(data_dir), Path(out), Path(run_dir)
+    if cfg.teacher_positions and not cfg.teacher:
+        raise PretrainError("teacher_positions adds positions of a teacher's own games: name the teacher too")
     data = PretrainDataset.open(data_dir)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if cfg.threads > 0:

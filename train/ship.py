@@ -1,10 +1,14 @@
 """Shipping a network: the shipped one (zero.checkpoint.DEFAULT_CHECKPOINT) changes only for a proven better one.
 
 The rule: the candidate plays the shipped network over the whole ACF 3-move ballot (144 openings, each with
-both colours: 288 games) at equal search (both `mcts` players at the same simulations, gating's search
-settings, in lockstep, as `checkers-zero match mcts:A:64 mcts:B:64` plays it), and replaces it only when the
-lower bound of the 95 % Elo interval (train.match, over opening pairs) lies above 0. A run of fewer games
-is a quick look and never ships.
+both colours: 288 games), and replaces it only when the lower bound of the 95 % Elo interval (train.match,
+over opening pairs) lies above 0. A run of fewer games is a quick look and never ships. Like is compared
+with like:
+- two networks of one shape play at equal search (both `mcts` players at the same simulations, gating's
+  search settings, in lockstep, as `checkers-zero match mcts:A:64 mcts:B:64` plays it);
+- networks of different shapes play at equal time (`seconds` a move each, one core each, the ballot split
+  over `processes` processes: train.split_match), because a smaller network's worth is the search its
+  speed buys, which equal simulations would hide.
 
 The shipped network keeps its one file name (DEFAULT_CHECKPOINT); shipping rewrites it atomically with the
 candidate's weights and lineage (no optimizer state: training goes on from the run's own trainer state,
@@ -24,9 +28,10 @@ from selfplay.actor import load_ballot
 from train.gating import GatingConfig
 from train.lineage import run_summary
 from train.match import MatchResult, NetworkPlayer, format_elo, match_schedule, play_match
+from train.split_match import play_split_match
 from zero.checkpoint import (DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint, resolve_checkpoint, save_checkpoint,
                              weights_sha256)
-from zero.config import atomic_write_bytes, code_version, file_sha256
+from zero.config import atomic_write_bytes, check_settings, code_version, file_sha256, setting
 from zero.game import RulesConfig
 from zero.inference import Evaluator
 from zero.rundir import RunDir
@@ -39,17 +44,20 @@ FIRST_LINK = 1
 class ShipConfig:
     """The promotion match; its defaults are the rule (see the module doc)."""
 
-    simulations: int = GatingConfig.simulations  # root visits a move, the same for both networks
-    games: int = 0  # 0: the whole ballot; fewer games are a quick look that never ships
+    simulations: int = setting(GatingConfig.simulations, low=1)  # root visits a move, networks of one shape
+    # Networks of different shapes: seconds a move each, and processes (one core each) sharing the ballot.
+    seconds: float = setting(0.1, above=0)
+    processes: int = setting(2, low=1)
+    games: int = setting(0, low=0)  # 0: the whole ballot; fewer games are a quick look that never ships
     openings: str = GatingConfig.openings  # relative to the data folder, or an absolute path
-    parallel_games: int = GatingConfig.parallel_games  # games in flight (their leaves share a network batch)
-    seed: int = 0
+    # Games in flight at equal search (their leaves share a network batch).
+    parallel_games: int = setting(GatingConfig.parallel_games, low=1)
+    seed: int = setting(0, low=0)
     # Store the shipped weights as float16 (half the file; tests/test_ship.py shows the same moves).
     half: bool = False
 
     def validate(self) -> None:
-        if self.simulations < 1 or self.parallel_games < 1 or self.games < 0:
-            raise ValueError("simulations and parallel_games must be at least 1, games not negative")
+        check_settings(self)
 
 
 @dataclass
@@ -73,12 +81,24 @@ def model_card(shipped: Path) -> Path:
     return shipped.parent / "README.md"
 
 
+def equal_time(candidate: Checkpoint, shipped: Checkpoint) -> bool:
+    """Whether the two networks must meet at equal time rather than equal search (see the module doc)."""
+    return candidate.net_config != shipped.net_config
+
+
 def head_to_head(candidate: Path, shipped: Path, cfg: ShipConfig, progress: bool = False) -> MatchResult:
-    """The candidate (player A) against the shipped network over the ballot, at equal search."""
+    """The candidate (player A) against the shipped network over the ballot, at equal search or, for
+    networks of different shapes, at equal time."""
+    openings = load_ballot(cfg.openings)
+    if equal_time(load_checkpoint(candidate), load_checkpoint(shipped)):
+        if cfg.games:
+            openings = openings[:(cfg.games + 1) // 2]
+        specs = [f"mcts:{path}:t{cfg.seconds:g}" for path in (candidate, shipped)]
+        return play_split_match(*specs, openings, cfg.processes, cfg.seed, progress=progress)
     search = GatingConfig().search
     players = [NetworkPlayer(f"{role}:{path.stem}", Evaluator.from_checkpoint(path), cfg.simulations, search)
                for role, path in (("candidate", candidate), ("shipped", shipped))]
-    return play_match(*players, load_ballot(cfg.openings), RulesConfig(), seed=cfg.seed, games=cfg.games or None,
+    return play_match(*players, openings, RulesConfig(), seed=cfg.seed, games=cfg.games or None,
                       parallel=cfg.parallel_games, progress=progress)
 
 
@@ -106,10 +126,10 @@ def install(candidate: Path, network: Checkpoint, shipped: Path, result: MatchRe
     link = predecessor.provenance.get("ship", {}).get("link", FIRST_LINK) + 1
     run = network.provenance.get("run")
     summary = run_summary(Path(run)) if run and RunDir(run).is_run() else None
+    budget = ({"seconds": cfg.seconds} if equal_time(network, predecessor) else {"simulations": cfg.simulations})
     match = {"games": len(result.games), "wins": result.wins, "draws": result.draws, "losses": result.losses,
              "score": result.score, "elo": result.elo, "elo_ci95": list(result.elo_ci95),
-             "pairs": result.pentanomial(), "simulations": cfg.simulations, "seed": cfg.seed,
-             "openings": cfg.openings}
+             "pairs": result.pentanomial(), **budget, "seed": cfg.seed, "openings": cfg.openings}
     record = {"link": link, "candidate": str(candidate.resolve()), "candidate_sha256": file_sha256(candidate),
               "candidate_code_version": network.code_version, "candidate_created": network.created,
               "predecessor_sha256": file_sha256(shipped), "predecessor_step": predecessor.step, "match": match,
@@ -145,7 +165,7 @@ def card_entry(shipped: Path, network: Checkpoint, record: dict, summary: dict |
         f"trainer step {network.step:,}" + _drawn(network) + ".",
         f"- Head-to-head against link {record['link'] - 1} (sha256 `{record['predecessor_sha256'][:16]}…`, "
         f"step {record['predecessor_step']:,}): {match['games']} games of `{match['openings']}` at "
-        f"{match['simulations']} simulations each, seed {match['seed']}: +{match['wins']} ={match['draws']} "
+        f"{_budget(match)} each, seed {match['seed']}: +{match['wins']} ={match['draws']} "
         f"-{match['losses']}, score {match['score']:.3f}, Elo {format_elo(match['elo'])} (95 % CI "
         f"{format_elo(low)} .. {format_elo(high)}); pairs by the candidate's points 0/0.5/1/1.5/2: "
         f"{'/'.join(str(c) for c in match['pairs'])}.",
@@ -160,6 +180,12 @@ def card_entry(shipped: Path, network: Checkpoint, record: dict, summary: dict |
         continued = summary["continued_from"]
         summary = continued["source_summary"] if continued else None
     return "\n".join(lines) + "\n"
+
+
+def _budget(match: dict) -> str:
+    if "seconds" in match:
+        return f"{match['seconds']:g} s a move (equal time: the networks differ in shape)"
+    return f"{match['simulations']} simulations"
 
 
 def _drawn(network: Checkpoint) -> str:

@@ -12,7 +12,10 @@ from zero.config import add_config_arguments
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("candidate", help="checkpoint file, or a run directory (its best network)")
     p.add_argument("--simulations", type=int, default=None,
-                   help="root visits a move for both networks (default: gating's, 64)")
+                   help="root visits a move for both networks of one shape (default: gating's, 64)")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="seconds a move for each network when their shapes differ (default 0.1; the ballot is "
+                        "split over --set processes=N processes of one core each, default 2)")
     p.add_argument("--games", type=int, default=None,
                    help="play only the first N games: a quick look that never ships")
     p.add_argument("--half", action="store_true", help="store the shipped weights in float16")
@@ -26,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from zero.openings import BallotError
 
     overrides = list(args.overrides)
-    for name, value in (("simulations", args.simulations), ("games", args.games)):
+    for name, value in (("simulations", args.simulations), ("seconds", args.seconds), ("games", args.games)):
         if value is not None:
             overrides.append(f"{name}={value}")
     if args.half:

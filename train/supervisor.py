@@ -57,6 +57,8 @@ def role_main(target: Callable[..., Any], args: tuple, parent_pid: int, log_path
             # No restart cures a full or read-only disk until someone acts: the reason in one line, which the
             # supervisor's failure report quotes, not a traceback of where the write happened to be.
             log.error("stopped: %s", problem)
+            if log_path:  # the log may sit on the very disk that is full: the console gets the reason too
+                print(f"{mp.current_process().name} stopped: {problem}", file=sys.stderr, flush=True)
             sys.exit(FATAL_EXIT_CODE)
         # Into the role's log, where the supervisor's failure report quotes it from; without a log file the
         # re-raised error's traceback already reaches stderr.

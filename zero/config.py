@@ -315,6 +315,8 @@ def disk_problem(exc: BaseException) -> str | None:
     None when `exc` is not one."""
     if not isinstance(exc, OSError) or exc.errno not in DISK_ERRNOS:
         return None
+    if exc.errno in (errno.EACCES, errno.EPERM) and not exc.filename:
+        return None  # refused something other than a file (a signal, a socket): not the disk
     verb = "use" if exc.errno in (errno.EACCES, errno.EPERM) else "write"
     where = f" {exc.filename}" if exc.filename else ""
     return f"cannot {verb}{where}: {exc.strerror}"

@@ -50,7 +50,7 @@ class Evaluator:
         self.device = torch.device(device) if device is not None else default_device()
         self.net = net.to(self.device).eval()
         self.config = net.config
-        self._autocast = self.device.type == "cuda" or precision == "bfloat16"
+        self._autocast = precision == "bfloat16" or (precision == "auto" and self.device.type == "cuda")
         self._session = None
         if backend == "onnxruntime" and (self.device.type != "cpu" or precision == "bfloat16"):
             raise ValueError("the onnxruntime backend runs float32 or int8 on the CPU")

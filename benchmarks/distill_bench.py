@@ -1,0 +1,77 @@
+"""Distilled students against their teacher: judgement on the OCA test split and speed, as the search runs them.
+
+    python benchmarks/distill_bench.py runs/distill/4x32.pt [more students] [--teacher checkpoints/shipped.pt]
+        [--dataset runs/expert-oca] [--batches 16 128]
+
+Judgement, on the test split's positions with a choice: the share where a student plays its teacher's move,
+its top-1 against the expert's move and value cross-entropy against the game result. Speed: positions/s at
+one thread of each network's default CPU model (int8, zero.quantized), every network taking a second in turn
+so that their ratios hold on a shared machine. Which one plays best is for an equal-time match to say
+(benchmarks/split_match.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+
+import numpy as np
+import torch
+
+from int8_bench import judgement
+from network_bench import timed
+from train.pretrain_dataset import open_dataset
+from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from zero.inference import Evaluator
+from zero.network import parameter_count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("students", nargs="+")
+    parser.add_argument("--teacher", default=str(DEFAULT_CHECKPOINT))
+    parser.add_argument("--dataset", default="runs/expert-oca", help="a pretraining dataset (its test split)")
+    parser.add_argument("--batches", nargs="+", type=int, default=[16, 128])
+    parser.add_argument("--seconds", type=float, default=4.0, help="timed seconds per speed figure")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    paths = {"teacher": args.teacher, **{s: s for s in args.students}}
+    models = {name: Evaluator.from_checkpoint(path, "cpu") for name, path in paths.items()}
+    data = open_dataset(args.dataset)
+    rows = data.rows("test")
+    batches = [data.samples(rows[i:i + 1024]).to_batch(torch.device("cpu")) for i in range(0, len(rows), 1024)]
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, one thread; "
+          f"load average {os.getloadavg()[0]:.1f} at start; teacher {args.teacher}")
+
+    answers = {name: judgement(ev, batches) for name, ev in models.items()}
+    chosen = ~data.arrays["forced"][rows]
+    expert = data.arrays["action"][rows]
+    target = (1 - data.arrays["result"][rows]).astype(np.int64)
+    planes = batches[0].planes.numpy()
+    rates = {name: [] for name in models}
+    for b in args.batches:
+        rounds = {name: [] for name in models}
+        for _ in range(max(1, round(args.seconds))):
+            for name, ev in models.items():
+                rounds[name].append(timed(lambda: ev.evaluate(planes[:b]), b, 1.0, warmup=1))
+        for name in models:
+            rates[name].append(float(np.median(rounds[name])))
+
+    print(f"\ntest split: {len(rows):,} positions, {chosen.sum():,} with a choice")
+    print("| network | tower | parameters | teacher's move | top-1 (expert) | value CE | "
+          + " | ".join(f"b={b} pos/s ({models['teacher'].precision})" for b in args.batches) + " |")
+    print("|---|---|---:|---:|---:|---:|" + "---:|" * len(args.batches))
+    for name, a in answers.items():
+        net = load_checkpoint(paths[name]).build_network()
+        same = (a["choice"] == answers["teacher"]["choice"])[chosen].mean()
+        top1 = (a["choice"] == expert)[chosen].mean()
+        ce = -np.log(np.maximum(a["wdl"][np.arange(len(rows)), target], 1e-12)).mean()
+        speed = " | ".join(f"{r:,.0f} ({r / t:.2f}x)" for r, t in zip(rates[name], rates["teacher"]))
+        print(f"| {name} | {net.config.blocks}x{net.config.channels} | {parameter_count(net):,} | {same:.2%} | "
+              f"{top1:.2%} | {ce:.4f} | {speed} |")
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""A ballot match of players on the clock, its openings split over processes of one thread each.
+
+A player on the clock plays one game at a time (its time a move is one game's, and games in flight would
+share the processor it measures), so the 288-game ballot at 0.1 s a move takes about an hour in one process.
+Split over P processes, one core each, it takes 1/P of that. Each process plays a contiguous share of the
+openings, both colours each (game seeds count from the share's first game, which changes only the random
+tie-breaks of plain players); the shares join into one MatchResult in ballot order, so its score, Elo
+interval and pairs are one match's. What equal-time comparisons use: benchmarks/split_match.py, and
+`checkers-zero ship` when the two networks differ in shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+from collections.abc import Sequence
+
+from tqdm import tqdm
+
+from train.match import MatchGame, MatchResult, mix_seed, play_match
+from zero.game import RulesConfig
+from zero.openings import Opening
+
+_finished = None  # in a share's process: the match-wide count of finished games, for the parent's progress
+
+
+def _count_into(counter) -> None:
+    global _finished
+    _finished = counter
+
+
+def _play_share(job: tuple) -> MatchResult:
+    spec_a, spec_b, openings, seed, rules = job
+    import torch
+
+    from train.gating import GatingConfig
+    from train.player_specs import make_player
+
+    torch.set_num_threads(1)
+    search = GatingConfig().search
+    a = make_player(spec_a, seed=mix_seed(seed, 0), search=search)
+    b = make_player(spec_b, seed=mix_seed(seed, 1), search=search)
+
+    def count(_game: MatchGame, _result: MatchResult) -> None:
+        with _finished.get_lock():
+            _finished.value += 1
+
+    return play_match(a, b, openings, rules, seed=seed, parallel=1, on_game=count)
+
+
+def play_split_match(spec_a: str, spec_b: str, openings: Sequence[Opening], processes: int, seed: int = 0,
+                     rules: RulesConfig = RulesConfig(), progress: bool = False) -> MatchResult:
+    """Players given as train.player_specs specs (e.g. "mcts:NET:t0.1") play every opening with both colours,
+    the openings split over `processes` processes (see the module doc)."""
+    if processes < 1:
+        raise ValueError("processes must be at least 1")
+    n = len(openings)
+    bounds = [round(k * n / processes) for k in range(processes + 1)]
+    shares = [(bounds[k], bounds[k + 1]) for k in range(processes) if bounds[k] < bounds[k + 1]]
+    ctx = mp.get_context("spawn")
+    counter = ctx.Value("i", 0)
+    jobs = [(spec_a, spec_b, list(openings[first:last]), seed, rules) for first, last in shares]
+    with ctx.Pool(len(jobs), initializer=_count_into, initargs=(counter,)) as pool:
+        pending = pool.map_async(_play_share, jobs)
+        with tqdm(total=2 * n, desc=f"{spec_a} vs {spec_b}", unit=" games", disable=not progress,
+                  dynamic_ncols=True) as bar:
+            while not pending.ready():
+                pending.wait(1.0)
+                bar.update(counter.value - bar.n)
+        results = pending.get()
+    joined = MatchResult(results[0].a, results[0].b)
+    for (first, _), share in zip(shares, results):
+        for game, a_black, opening in zip(share.games, share.a_is_black, share.opening_index):
+            # Rounds and openings as the whole ballot numbers them (two games an opening).
+            joined.add(dataclasses.replace(game, round=game.round + 2 * first), a_black, first + opening)
+    return joined
