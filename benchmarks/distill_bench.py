@@ -19,9 +19,7 @@ import platform
 import numpy as np
 import torch
 
-from int8_bench import judgement
-from network_bench import timed
-from train.pretrain_dataset import open_dataset
+from int8_bench import expert_scores, interleaved_rates, judgement, test_split
 from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 from zero.inference import Evaluator
 from zero.network import parameter_count
@@ -38,25 +36,13 @@ def main() -> None:
     torch.set_num_threads(1)
     paths = {"teacher": args.teacher, **{s: s for s in args.students}}
     models = {name: Evaluator.from_checkpoint(path, "cpu") for name, path in paths.items()}
-    data = open_dataset(args.dataset)
-    rows = data.rows("test")
-    batches = [data.samples(rows[i:i + 1024]).to_batch(torch.device("cpu")) for i in range(0, len(rows), 1024)]
+    data, rows, batches = test_split(args.dataset)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, one thread; "
           f"load average {os.getloadavg()[0]:.1f} at start; teacher {args.teacher}")
 
     answers = {name: judgement(ev, batches) for name, ev in models.items()}
     chosen = ~data.arrays["forced"][rows]
-    expert = data.arrays["action"][rows]
-    target = (1 - data.arrays["result"][rows]).astype(np.int64)
-    planes = batches[0].planes.numpy()
-    rates = {name: [] for name in models}
-    for b in args.batches:
-        rounds = {name: [] for name in models}
-        for _ in range(max(1, round(args.seconds))):
-            for name, ev in models.items():
-                rounds[name].append(timed(lambda: ev.evaluate(planes[:b]), b, 1.0, warmup=1))
-        for name in models:
-            rates[name].append(float(np.median(rounds[name])))
+    rates = interleaved_rates(models, batches[0].planes.numpy(), args.batches, args.seconds)
 
     print(f"\ntest split: {len(rows):,} positions, {chosen.sum():,} with a choice")
     print("| network | tower | parameters | teacher's move | top-1 (expert) | value CE | "
@@ -65,8 +51,7 @@ def main() -> None:
     for name, a in answers.items():
         net = load_checkpoint(paths[name]).build_network()
         same = (a["choice"] == answers["teacher"]["choice"])[chosen].mean()
-        top1 = (a["choice"] == expert)[chosen].mean()
-        ce = -np.log(np.maximum(a["wdl"][np.arange(len(rows)), target], 1e-12)).mean()
+        top1, ce = expert_scores(a, data, rows)
         speed = " | ".join(f"{r:,.0f} ({r / t:.2f}x)" for r, t in zip(rates[name], rates["teacher"]))
         print(f"| {name} | {net.config.blocks}x{net.config.channels} | {parameter_count(net):,} | {same:.2%} | "
               f"{top1:.2%} | {ce:.4f} | {speed} |")

@@ -45,6 +45,36 @@ def judgement(evaluator: Evaluator, batches: list) -> dict[str, np.ndarray]:
     return {"choice": np.concatenate(choice), "wdl": np.concatenate(wdl)}
 
 
+def test_split(dataset: str) -> tuple:
+    """A pretraining dataset, its test split's rows, and those rows as batches of 1,024."""
+    data = open_dataset(dataset)
+    rows = data.rows("test")
+    return data, rows, [data.samples(rows[i:i + 1024]).to_batch(torch.device("cpu")) for i in range(0, len(rows), 1024)]
+
+
+def expert_scores(answer: dict[str, np.ndarray], data, rows: np.ndarray) -> tuple[float, float]:
+    """Top-1 against the expert's move (positions with a choice) and value cross-entropy against the result."""
+    chosen = ~data.arrays["forced"][rows]
+    target = (1 - data.arrays["result"][rows]).astype(np.int64)
+    top1 = (answer["choice"] == data.arrays["action"][rows])[chosen].mean()
+    return top1, -np.log(np.maximum(answer["wdl"][np.arange(len(rows)), target], 1e-12)).mean()
+
+
+def interleaved_rates(models: dict[str, Evaluator], planes: np.ndarray, batch_sizes: list[int],
+                      seconds: float) -> dict[str, list[float]]:
+    """Positions/s of each model at each batch size; the models take turns, a second each, so that a change
+    of load falls on all alike."""
+    rates = {name: [] for name in models}
+    for b in batch_sizes:
+        rounds = {name: [] for name in models}
+        for _ in range(max(1, round(seconds))):
+            for name, ev in models.items():
+                rounds[name].append(timed(lambda: ev.evaluate(planes[:b]), b, 1.0, warmup=1))
+        for name in models:
+            rates[name].append(float(np.median(rounds[name])))
+    return rates
+
+
 def operator_profile(graph: bytes, planes: np.ndarray, calls: int = 200) -> tuple[float, dict[str, float]]:
     """Microseconds a call, and microseconds a call per operator type, from ONNX Runtime's profiler."""
     import onnxruntime
@@ -80,23 +110,18 @@ def main() -> None:
     checkpoint = load_checkpoint(args.checkpoint)
     models = {"float32": Evaluator.from_checkpoint(args.checkpoint, "cpu", precision="float32"),
               "int8": Evaluator.from_checkpoint(args.checkpoint, "cpu", precision="int8")}
-    data = open_dataset(args.dataset)
-    rows = data.rows("test")
-    batches = [data.samples(rows[i:i + 1024]).to_batch(torch.device("cpu")) for i in range(0, len(rows), 1024)]
+    data, rows, batches = test_split(args.dataset)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, one thread; "
           f"load average {os.getloadavg()[0]:.1f} at start; checkpoint {args.checkpoint}")
 
     answers = {name: judgement(ev, batches) for name, ev in models.items()}
     chosen = ~data.arrays["forced"][rows]
-    expert = data.arrays["action"][rows]
-    target = (1 - data.arrays["result"][rows]).astype(np.int64)
     same = (answers["int8"]["choice"] == answers["float32"]["choice"])[chosen].mean()
     print(f"\ntest split: {len(rows):,} positions, {chosen.sum():,} with a choice")
     print("| model | same move as float32 | top-1 (expert move) | value CE |")
     print("|---|---:|---:|---:|")
     for name, a in answers.items():
-        top1 = (a["choice"] == expert)[chosen].mean()
-        ce = -np.log(np.maximum(a["wdl"][np.arange(len(rows)), target], 1e-12)).mean()
+        top1, ce = expert_scores(a, data, rows)
         agree = "100 %" if name == "float32" else f"{same:.2%}"
         print(f"| {name} | {agree} | {top1:.2%} | {ce:.4f} |")
     change = np.abs(answers["int8"]["wdl"] - answers["float32"]["wdl"])
@@ -105,15 +130,7 @@ def main() -> None:
     planes = batches[0].planes.numpy()
     print("\n| model | " + " | ".join(f"b={b} pos/s" for b in args.batches) + " |")
     print("|---|" + "---:|" * len(args.batches))
-    rates = {name: [] for name in models}
-    for b in args.batches:
-        # The models take turns, a second each, so that a change of load falls on both alike.
-        rounds = {name: [] for name in models}
-        for _ in range(max(1, round(args.seconds))):
-            for name, ev in models.items():
-                rounds[name].append(timed(lambda: ev.evaluate(planes[:b]), b, 1.0, warmup=1))
-        for name in models:
-            rates[name].append(float(np.median(rounds[name])))
+    rates = interleaved_rates(models, planes, args.batches, args.seconds)
     for name, r in rates.items():
         print(f"| {name} | " + " | ".join(f"{x:,.0f}" for x in r) + " |")
     print("| int8 / float32 | " + " | ".join(f"{i / f:.2f}x" for i, f in zip(rates["int8"], rates["float32"])) + " |")

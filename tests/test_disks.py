@@ -8,14 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from disks import files_below, fill, read_only, small_disk
-from test_loop import TINY_CONFIG
-from zero.checkpoint import load_checkpoint, save_checkpoint
+from test_loop import tiny_loop
+from zero.checkpoint import load_checkpoint
 from zero.config import TEMP_MARK
 from zero.data import data_file
-from zero.network import NetworkConfig, PolicyValueNet
 from zero.pdn import PdnGame, read_pdn_text
 
 
@@ -37,14 +35,7 @@ def no_temp_files(root: Path) -> bool:
 
 @pytest.mark.slow
 def test_a_loop_stops_on_a_full_disk_in_one_line_and_a_read_only_one_refuses_to_resume(tmp_path):
-    if data_file("openings/acf_3move_144.txt") is None:
-        pytest.skip("openings/acf_3move_144.txt not found (set CHECKERS_ZERO_DATA)")
-    torch.manual_seed(0)
-    cfg = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=8)
-    initial = tmp_path / "tiny.pt"
-    save_checkpoint(initial, net=PolicyValueNet(cfg), net_config=cfg, step=0)
-    config = tmp_path / "tiny.toml"
-    config.write_text(TINY_CONFIG.format(initial=initial))
+    _, config = tiny_loop(tmp_path)
     with small_disk(tmp_path / "disk", 1024) as disk:
         run = disk / "run"
         done = checkers_zero("loop", "--run", str(run), "--config", str(config), "--minutes", "4")

@@ -120,20 +120,28 @@ def test_an_interrupted_gate_resumes_game_by_game_and_is_taken_before_newer_cand
     assert resumed.next_candidate() == (300, newer)
 
 
-def test_the_status_line_shows_the_match_in_progress(setup):
-    # Before: the status line said nothing of a match until it was decided, minutes later.
+def _interrupted_gate(setup, pairs: int, games: int) -> tuple[Gatekeeper, str]:
+    """The gatekeeper of a gate capped at `pairs` pairs, stopped after `games` games, and the status then."""
     from train.loop import format_status, status_snapshot
 
     run, cfg, (best, candidate) = setup
     run.write_best(best, 100, "test")
     journal = run.match_journal(Gatekeeper.gate_name(candidate, best))
     cfg.parallel_games = 1
-    cfg.sprt = SprtConfig(max_pairs=3, min_pairs=3)
+    cfg.sprt = SprtConfig(max_pairs=pairs, min_pairs=pairs)
     keeper = Gatekeeper(run.root, cfg, should_stop=lambda: journal.exists()
-                        and len(journal.read_text().splitlines()) >= 2)
+                        and len(journal.read_text().splitlines()) >= games)
     with pytest.raises(GatingInterrupted):
         keeper.gate(candidate, 200, best)
-    line = format_status(status_snapshot(run.root), 60.0)
+    return keeper, format_status(status_snapshot(run.root), 60.0)
+
+
+def test_the_status_line_shows_the_match_in_progress(setup):
+    # Before: the status line said nothing of a match until it was decided, minutes later.
+    from train.loop import format_status, status_snapshot
+
+    run = setup[0]
+    keeper, line = _interrupted_gate(setup, pairs=3, games=2)
     assert "gate candidate-0000200 vs candidate-0000100: game 2/6 +" in line, line
     # Before: the SPRT's progress was not shown while a gate ran.
     assert ", LLR " in line and " in (-2.94, 2.94)" in line, line
@@ -146,18 +154,8 @@ def test_the_status_line_shows_the_match_in_progress(setup):
 def test_the_status_line_counts_the_games_a_capped_gate_can_play(setup):
     # Before: a gate capped at 2 pairs over a 3-opening ballot showed "game N/6", the whole ballot (with
     # the ACF ballot under a 6-pair cap, "game N/288").
-    from train.loop import format_status, status_snapshot
-
-    run, cfg, (best, candidate) = setup
-    run.write_best(best, 100, "test")
-    journal = run.match_journal(Gatekeeper.gate_name(candidate, best))
-    cfg.parallel_games = 1
-    cfg.sprt = SprtConfig(max_pairs=2, min_pairs=2)
-    keeper = Gatekeeper(run.root, cfg, should_stop=lambda: journal.exists()
-                        and len(journal.read_text().splitlines()) >= 1)
-    with pytest.raises(GatingInterrupted):
-        keeper.gate(candidate, 200, best)
-    assert "gate candidate-0000200 vs candidate-0000100: game 1/4 +" in format_status(status_snapshot(run.root), 60.0)
+    _, line = _interrupted_gate(setup, pairs=2, games=1)
+    assert "gate candidate-0000200 vs candidate-0000100: game 1/4 +" in line, line
 
 
 def test_a_gating_decision_is_a_log_line_of_its_own():

@@ -63,6 +63,21 @@ max_pairs = 2
 """
 
 
+TINY_NET = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=8)
+
+
+def tiny_loop(folder: Path) -> tuple[Path, Path]:
+    """A tiny network to start a run from, and the TOML settings of a fast loop on it."""
+    if data_file("openings/acf_3move_144.txt") is None:
+        pytest.skip("openings/acf_3move_144.txt not found (set CHECKERS_ZERO_DATA)")
+    torch.manual_seed(0)
+    initial = folder / "tiny.pt"
+    save_checkpoint(initial, net=PolicyValueNet(TINY_NET), net_config=TINY_NET, step=0)
+    config = folder / "tiny.toml"
+    config.write_text(TINY_CONFIG.format(initial=initial))
+    return initial, config
+
+
 def children_of(pid: int) -> list[int]:
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
     return [int(x) for x in out.split()]
@@ -114,14 +129,7 @@ def check_invariants(run: Path, initial: Path, before: dict[int, str]) -> dict[i
 
 
 def test_loop_survives_sigkill_and_resumes(tmp_path):
-    if data_file("openings/acf_3move_144.txt") is None:
-        pytest.skip("openings/acf_3move_144.txt not found (set CHECKERS_ZERO_DATA)")
-    torch.manual_seed(0)
-    cfg = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=8)
-    initial = tmp_path / "tiny.pt"
-    save_checkpoint(initial, net=PolicyValueNet(cfg), net_config=cfg, step=0)
-    config = tmp_path / "tiny.toml"
-    config.write_text(TINY_CONFIG.format(initial=initial))
+    initial, config = tiny_loop(tmp_path)
     run = tmp_path / "run"
     run_copy = run / "checkpoints" / "initial-tiny.pt"  # the run's own copy of its starting checkpoint
     rng = random.Random(os.getpid())
@@ -148,7 +156,7 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
     # Replacing the file the run started from must not change the run: it works from its copy.
     copied = run_copy.read_bytes()
     assert copied == initial.read_bytes()
-    save_checkpoint(initial, net=PolicyValueNet(cfg), net_config=cfg, step=123)
+    save_checkpoint(initial, net=PolicyValueNet(TINY_NET), net_config=TINY_NET, step=123)
 
     with reaped(start_loop(run, config)) as proc:
         wait_until(lambda: len(committed_games(run)) > len(before) and trainer_step(run) > step_before, 240, proc,
@@ -170,19 +178,12 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
 def test_the_gpu_configuration_runs_on_the_cpu(tmp_path):
     """What a GPU user's first loop runs, all but CUDA itself: the GPU's games in flight and leaves per tree,
     two actors, the trainer's GPU batch size, and bf16 autocast in self-play and in training."""
-    if data_file("openings/acf_3move_144.txt") is None:
-        pytest.skip("openings/acf_3move_144.txt not found (set CHECKERS_ZERO_DATA)")
     from selfplay.actor import SelfPlayConfig
     from train.trainer import TrainerConfig
 
     gpu_selfplay = SelfPlayConfig().sized_for(cuda=True)
     gpu_trainer = TrainerConfig().sized_for(cuda=True)
-    torch.manual_seed(0)
-    cfg = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=8)
-    initial = tmp_path / "tiny.pt"
-    save_checkpoint(initial, net=PolicyValueNet(cfg), net_config=cfg, step=0)
-    config = tmp_path / "tiny.toml"
-    config.write_text(TINY_CONFIG.format(initial=initial))
+    initial, config = tiny_loop(tmp_path)
     run = tmp_path / "run"
     settings = {"actors": 2, "selfplay.games_in_flight": gpu_selfplay.games_in_flight,
                 "selfplay.search.leaves_per_tree": gpu_selfplay.search.leaves_per_tree,
