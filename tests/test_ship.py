@@ -327,3 +327,18 @@ def test_the_ship_command_reports_a_quick_look_and_leaves_the_shipped_network(tm
     assert DEFAULT_CHECKPOINT.read_bytes() == before
     assert main(["ship", str(tmp_path / "absent.pt")]) == 2
     assert "no such checkpoint" in capsys.readouterr().err
+
+
+def test_the_card_names_what_a_pretrained_or_distilled_network_was_made_from():
+    from train.ship import _pretraining
+
+    pretrained = {"dataset": "runs/oca", "source": "OCA_2.0.pdn", "source_sha256": "77d9ad9d2aa5bdce0000",
+                  "code_version": "abc", "command": "checkers-zero pretrain train --data runs/oca --out a.pt"}
+    line = _pretraining(pretrained)
+    assert "pretrained on `runs/oca` (from `OCA_2.0.pdn`, sha256 `77d9ad9d2aa5bdce…`)" in line
+    assert "--out a.pt" in line and "{" not in line  # a sentence, not the provenance dumped
+    distilled = {**pretrained, "teacher": "checkpoints/shipped.pt", "teacher_sha256": "5af5ca29d5863bc70000",
+                 "teacher_positions": 100000}
+    assert ("distilled from `checkpoints/shipped.pt` (sha256 `5af5ca29d5863bc7…`)" in _pretraining(distilled)
+            and "100,000 positions of the teacher's own games" in _pretraining(distilled))
+    assert _pretraining({"kind": "hand-made"}).startswith("- Run: none recorded")

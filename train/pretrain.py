@@ -30,7 +30,7 @@ from tqdm import tqdm
 from train.learning import HeadWeights, Learner, OptimConfig, TrainingDiverged, autocast, lr_at
 from train.pretrain_dataset import PretrainDataset
 from zero.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from zero.config import code_version, setting, to_dict, write_run_record
+from zero.config import code_version, file_sha256, setting, to_dict, write_run_record
 from zero.network import NetworkConfig, PolicyValueNet, parameter_count
 from zero.wandb_logging import INSTALL_HINT, WandbMissing, import_wandb
 
@@ -344,7 +344,8 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
         "dataset": str(data_dir), "source": data.attrs.get("source"), "source_sha256": data.attrs.get("source_sha256"),
         "split": data.attrs.get("config"), "dataset_summary": data.attrs.get("summary"),
         "command": " ".join(sys.argv), "code_version": code_version(), "device": str(device),
-        **({"teacher": cfg.teacher, "teacher_positions": cfg.teacher_positions} if cfg.teacher else {}),
+        **({"teacher": cfg.teacher, "teacher_sha256": file_sha256(cfg.teacher),
+            "teacher_positions": cfg.teacher_positions} if cfg.teacher else {}),
     }
     print(f"network {cfg.network.blocks}x{cfg.network.channels}, {parameter_count(net):,} parameters, on {device}; "
           f"{len(train_rows):,} train positions, {order.per_epoch} steps per epoch of {cfg.batch_size}")

@@ -171,7 +171,7 @@ def card_entry(shipped: Path, network: Checkpoint, record: dict, summary: dict |
         f"{'/'.join(str(c) for c in match['pairs'])}.",
     ]
     if summary is None:
-        lines.append(f"- Run: none recorded (provenance {json.dumps(network.provenance, default=str)}).")
+        lines.append(_pretraining(network.provenance))
         return "\n".join(lines) + "\n"
     lines.append(f"- Parent networks: {_parents(summary)}.")
     lines += ["", "Runs, newest first (each as recorded by the one that continued it):", ""]
@@ -180,6 +180,20 @@ def card_entry(shipped: Path, network: Checkpoint, record: dict, summary: dict |
         continued = summary["continued_from"]
         summary = continued["source_summary"] if continued else None
     return "\n".join(lines) + "\n"
+
+
+def _pretraining(provenance: dict) -> str:
+    """The card's line for a network that no loop run made: pretrained or distilled, or else its provenance."""
+    if "dataset" not in provenance:
+        return f"- Run: none recorded (provenance {json.dumps(provenance, default=str)})."
+    source = f"`{provenance['dataset']}` (from `{provenance.get('source')}`, sha256 " \
+             f"`{str(provenance.get('source_sha256'))[:16]}…`)"
+    teacher = f"`{provenance.get('teacher')}` (sha256 `{str(provenance.get('teacher_sha256'))[:16]}…`)"
+    made = (f"distilled from {teacher} (its policy, win/draw/loss and plies left) on {source} "
+            f"and {provenance.get('teacher_positions', 0):,} positions of the teacher's own games"
+            if provenance.get("teacher") else f"pretrained on {source}")
+    return (f"- Made by pretraining, no loop run: {made}, at code version {provenance.get('code_version')}; "
+            f"command `{provenance.get('command')}`.")
 
 
 def _budget(match: dict) -> str:
