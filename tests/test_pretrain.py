@@ -276,7 +276,8 @@ def test_distillation_brings_the_student_to_the_teachers_judgement(dataset, tmp_
     want, _, _ = _policies(teacher, data.samples(rows))
 
     def kl_from_teacher(checkpoint) -> float:
-        got, _, _ = _policies(Evaluator.from_checkpoint(checkpoint, device="cpu", precision="float32"), data.samples(rows))
+        student = Evaluator.from_checkpoint(checkpoint, device="cpu", precision="float32")
+        got, _, _ = _policies(student, data.samples(rows))
         inside = want > 0
         return float((want[inside] * np.log(want[inside] / np.maximum(got[inside], 1e-12))).sum() / len(rows))
 
