@@ -98,7 +98,7 @@ class AnalysisPool:
                     or now >= task.deadline() or (limits.nodes is not None and nodes >= limits.nodes)):
                 self.search.stop(g)
                 self.running[g] = None
-                answers.append(self._answer(g, task, nodes, now - task.started))
+                answers.append(self._answer(g, task, now - task.started))
         return answers
 
     def _start_waiting(self) -> None:
@@ -115,7 +115,7 @@ class AnalysisPool:
     def _visit_limit(self, task: Task) -> int:
         return task.query.limits.simulations or self.settings.max_simulations
 
-    def _answer(self, g: int, task: Task, nodes: int, seconds: float) -> dict[str, Any]:
+    def _answer(self, g: int, task: Task, seconds: float) -> dict[str, Any]:
         position = task.game.position
         analysis = analysis_of(self.search, position, g)
         if self.egdb is not None and position.piece_count() <= self.egdb.max_pieces:
@@ -124,7 +124,7 @@ class AnalysisPool:
         if query.pv:
             shown = analysis.moves if query.top is None else analysis.moves[: query.top]
             analysis.lines = candidate_lines(self.search, g, position, [stat.move for stat in shown])
-        analysis.nodes, analysis.seconds = nodes, seconds
+        analysis.seconds = seconds  # the query's time; analysis_of counted the tree's nodes
         analysis.plies_left = plies_left(self.network, task.game)
         return analysis_json(analysis, position, task.ply, query_id=query.id, top=query.top, pv=query.pv,
                              wdl=query.wdl)

@@ -522,6 +522,7 @@ class ReplayWriter:
         self.commit_positions = commit_positions
         self.commit_seconds = commit_seconds
         self.path = RunDir(run_dir).replay_store
+        self.group_dir = self.path / "actors" / str(self.actor_id)  # this actor's group in the store
         try:
             self._lock = RunDir(run_dir).take_replay_lock(self.actor_id)
         except RunDirError as exc:
@@ -529,9 +530,8 @@ class ReplayWriter:
         try:
             with _metadata_of(self.path):
                 root = _open_root(self.path)
-            group_dir = self.path / "actors" / str(self.actor_id)
-            with _metadata_of(group_dir):
-                self._open_actor(root, group_dir, chunk_rows, chunk_games)
+            with _metadata_of(self.group_dir):
+                self._open_actor(root, chunk_rows, chunk_games)
         except BaseException:
             self._release_lock()
             raise
@@ -539,17 +539,17 @@ class ReplayWriter:
         self._pending_positions = 0
         self._pending_since = 0.0
 
-    def _open_actor(self, root: zarr.Group, group_dir: Path, chunk_rows: int, chunk_games: int) -> None:
+    def _open_actor(self, root: zarr.Group, chunk_rows: int, chunk_games: int) -> None:
         """The actor's group, commit record and columns (created on its first start)."""
         self._group = root["actors"].require_group(str(self.actor_id))
         commit = self._group.attrs.get("commit")
         if commit is None:
-            _refuse_rows_without_commit(self._group, group_dir)
+            _refuse_rows_without_commit(self._group, self.group_dir)
             # A new actor's record exists before its first row does: from then on, rows without a
             # record can only mean a damaged store.
             commit = {"games": 0, "positions": 0, "time": 0.0, "next_seed_index": 0}
             self._group.attrs.update({"commit": commit})
-        self.committed_games, self.committed_positions, self.next_seed_index = _commit_counts(commit, group_dir)
+        self.committed_games, self.committed_positions, self.next_seed_index = _commit_counts(commit, self.group_dir)
         if self._lock.generation > commit.get("generation", 0):
             # Fences off a writer of an older generation that still believes it holds the lease: it finds
             # this generation in the record before its next commit.
@@ -558,7 +558,7 @@ class ReplayWriter:
         positions, games = self._group.require_group("positions"), self._group.require_group("games")
         # Writing past a commit record that disagrees with the arrays would misalign or overwrite them.
         _refuse_damage(_intact_problems(
-            group_dir, self.actor_id,
+            self.group_dir, self.actor_id,
             ({name: games[name] for name in GAME_SCHEMA if name in games}, self.committed_games, 0),
             ({name: positions[name] for name in POSITION_SCHEMA if name in positions}, self.committed_positions, 0),
         )[0])
@@ -573,7 +573,7 @@ class ReplayWriter:
         except LeaseError as exc:
             raise ReplayError(f"replay actor {self.actor_id}: stopped writing, the writer lease is lost ({exc})") from None
         if self._lock.generation:
-            stored = _run(_read_commit(self.path / "actors" / str(self.actor_id))) or {}
+            stored = _run(_read_commit(self.group_dir)) or {}
             if stored.get("generation", 0) > self._lock.generation:
                 raise ReplayError(f"replay actor {self.actor_id}: fenced off, a writer of generation "
                                   f"{stored['generation']} took over from this one ({self._lock.generation})")
@@ -588,7 +588,7 @@ class ReplayWriter:
         # An object store has none: each put is whole or absent.
         if isinstance(self.path, ObjectPath):
             return
-        for leftover in (self.path / "actors" / str(self.actor_id)).rglob("*.partial"):
+        for leftover in self.group_dir.rglob("*.partial"):
             leftover.unlink(missing_ok=True)
 
     @property
@@ -645,7 +645,7 @@ class ReplayWriter:
         except OSError as exc:
             # zarr's failed write (a full disk) names no file; the user needs to know which store it was.
             if exc.filename is None:
-                exc.filename = str(self.path / "actors" / str(self.actor_id))
+                exc.filename = str(self.group_dir)
             raise
         self._rows.advance(self.committed_positions, positions)
         self._games.advance(self.committed_games, games)

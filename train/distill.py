@@ -22,10 +22,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from train.learning import SOURCES, Samples
+from train.learning import SOURCES, Samples, encode_positions
 from train.pretrain_dataset import PretrainDataset
 from zero.config import atomic_write_bytes
-from zero.encoding import NUM_ACTIONS, NUM_PLANES, encode_batch, legal_mask_batch
 from zero.inference import Evaluator
 from zero.sampled_games import sampled_positions
 
@@ -79,19 +78,12 @@ def label(teacher: Evaluator, positions: dict[str, np.ndarray], source: str, pro
     wdl = np.zeros((n, 3), np.float32)
     moves_left = np.zeros(n, np.float32)
     has_moves_left = teacher.config.moves_left_head
-    planes = np.empty((LABEL_BATCH, NUM_PLANES, 8, 8), np.float32)
-    legal = np.empty((LABEL_BATCH, NUM_ACTIONS), np.bool_)
     for start in tqdm(range(0, n, LABEL_BATCH), desc="teacher labels", unit=" batches", disable=not progress,
                       leave=False):
         sl = slice(start, min(n, start + LABEL_BATCH))
-        m = sl.stop - sl.start
-        black, white, kings = (positions[k][sl].astype(np.int64) for k in ("black", "white", "kings"))
-        btm = positions["black_to_move"][sl].astype(np.bool_)
-        encode_batch(black, white, kings, btm, positions["no_progress"][sl].astype(np.int64),
-                     positions["repetitions"][sl].astype(np.int64), planes[:m])
-        legal_mask_batch(black, white, kings, btm, legal[:m])
-        logits, batch_wdl, batch_moves_left = teacher.predict(planes[:m])
-        logits = np.where(legal[:m], logits, -np.inf)
+        planes, legal = encode_positions(*(positions[name][sl] for name in POSITION_COLUMNS))
+        logits, batch_wdl, batch_moves_left = teacher.predict(planes)
+        logits = np.where(legal, logits, -np.inf)
         top = np.argsort(-logits, axis=1)[:, :TOP_ACTIONS]
         top_logits = np.take_along_axis(logits, top, axis=1)
         # Slots past the legal moves get 0; a position without a legal move (never searched) none at all.

@@ -152,13 +152,8 @@ class Samples:
     def to_batch(self, device: torch.device) -> "Batch":
         """The network inputs and dense targets of these samples, on `device` (the one batch builder)."""
         n = len(self)
-        black, white, kings = (np.asarray(x, np.int64) for x in (self.black, self.white, self.kings))
-        btm = np.asarray(self.black_to_move, np.bool_)
-        planes = np.empty((n, NUM_PLANES, 8, 8), dtype=np.float32)
-        encode_batch(black, white, kings, btm, np.asarray(self.no_progress, np.int64),
-                     np.asarray(self.repetitions, np.int64), planes)
-        legal = np.empty((n, NUM_ACTIONS), dtype=np.bool_)
-        legal_mask_batch(black, white, kings, btm, legal)
+        planes, legal = encode_positions(self.black, self.white, self.kings, self.black_to_move, self.no_progress,
+                                         self.repetitions)
         actions = np.asarray(self.policy_actions, np.int64)
         used = actions >= 0
         policy = np.zeros((n, NUM_ACTIONS), dtype=np.float32)
@@ -176,6 +171,19 @@ class Samples:
             moves_left_weight=tensor(np.asarray(self.moves_left_weight, np.float32)),
             source=tensor(np.asarray(self.source, np.int64)),
         )
+
+
+def encode_positions(black, white, kings, black_to_move, no_progress, repetitions) -> tuple[np.ndarray, np.ndarray]:
+    """The network input planes (float32 [N, NUM_PLANES, 8, 8]) and legal-action masks (bool [N, NUM_ACTIONS])
+    of positions given as Samples' columns."""
+    black, white, kings = (np.asarray(x, np.int64) for x in (black, white, kings))
+    btm = np.asarray(black_to_move, np.bool_)
+    planes = np.empty((len(black), NUM_PLANES, 8, 8), dtype=np.float32)
+    encode_batch(black, white, kings, btm, np.asarray(no_progress, np.int64), np.asarray(repetitions, np.int64),
+                 planes)
+    legal = np.empty((len(black), NUM_ACTIONS), dtype=np.bool_)
+    legal_mask_batch(black, white, kings, btm, legal)
+    return planes, legal
 
 
 @dataclass
@@ -241,10 +249,14 @@ def total_loss(parts: dict[str, torch.Tensor], heads: HeadWeights) -> torch.Tens
     return sum(getattr(heads, name) * value for name, value in parts.items())
 
 
+def uses_bf16(device: torch.device, bf16: bool | None = None) -> bool:
+    """Whether to compute in bf16 autocast: as `bf16` says, by default on a GPU only (the CPU can run it too,
+    slower than float32 there without native bf16 kernels, but with a GPU's rounding)."""
+    return device.type == "cuda" if bf16 is None else bf16
+
+
 def autocast(device: torch.device, bf16: bool | None = None):
-    """bf16 autocast where `bf16` says (default: on a GPU only; the CPU can run it too, slower than float32
-    there without native bf16 kernels, but with a GPU's rounding)."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda" if bf16 is None else bf16)
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=uses_bf16(device, bf16))
 
 
 class TrainingDiverged(ValueError):
@@ -264,7 +276,7 @@ class Learner:
         self.heads = heads
         self.device = device
         self.label_smoothing = label_smoothing
-        self.bf16 = device.type == "cuda" if bf16 is None else bf16  # None: bf16 autocast on a GPU only
+        self.bf16 = uses_bf16(device, bf16)
 
     def step(self, samples: Samples, lr: float) -> dict[str, float]:
         """One update on the samples; returns each head's loss, the total, and per source the heads' losses
