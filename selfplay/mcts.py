@@ -35,7 +35,8 @@ Search step, driven from Python (selfplay.search.BatchedSearch):
        at once with its exact value and never goes to the network. A node with a single legal move is
        expanded on the spot, its one child taking all the prior, and the descent goes on through it: its
        value is its child's, so it costs no network call (captures are compulsory, so such nodes are
-       common). Any other new node becomes pending, gets a virtual loss along its path and joins the batch
+       common). With `resolve_captures`, so is a node where a capture is pending, its captures taking
+       equal priors: its value comes from the quiet positions after the exchange. Any other new node becomes pending, gets a virtual loss along its path and joins the batch
        (`encode_leaves` writes the batch's input planes);
      - a proven node: backed up again with its exact value;
      - a pending node (another descent of this batch already chose it): the tree stops selecting for this
@@ -52,7 +53,8 @@ PUCT at a node p choosing among children c (all from the chooser's view):
     score(c) = Q(c) + c_puct * prior(c) * sqrt(N(p)) / (1 + N(c))
 with N counting in-flight visits, Q(c) = (value_sum(c) - virtual(c) * virtual_loss) / N(c) (0 for a
 proven draw), and for an unvisited child the first-play urgency Q = Q(p) - fpu_reduction * sqrt(prior mass
-of visited children). A child proven lost for the chooser is never chosen.
+of visited children), Q(p) counting as 0 while p has no visit of its own (a node expanded without the
+network). A child proven lost for the chooser is never chosen.
 Ties go to the first child in move-generation order. `selfplay.reference_mcts` restates all of this in
 plain Python; the tests hold the two to identical visit counts.
 """
@@ -203,8 +205,10 @@ def _best_child(f, g, p, c_puct, fpu_reduction, virtual_loss):
             unvisited_c = c
     if unvisited_c < 0:
         return best_c
-    # The parent's value sum is from its opponent's view: negate for the chooser.
-    fpu = -stats[p, VALUE_SUM] / stats[p, VISITS] - fpu_reduction * math.sqrt(visited_mass)
+    # The parent's value sum is from its opponent's view: negate for the chooser. A parent expanded
+    # without the network (a capture pending) has no value of its own until a descent below it returns.
+    parent_q = -stats[p, VALUE_SUM] / stats[p, VISITS] if stats[p, VISITS] > 0 else 0.0
+    fpu = parent_q - fpu_reduction * math.sqrt(visited_mass)
     score = fpu + c_puct * unvisited_prior * sqrt_n / (1 + 0.0)
     if best_c < 0 or score > best or (score == best and unvisited_c < best_c):
         return unvisited_c
@@ -272,19 +276,25 @@ def _make_child(f, g, c, parent, prior, b, w, k, btm, moves, j):
 
 
 @njit(cache=True)
-def _expand_forced(f, g, node, moves):
-    """Give a node with a single legal move its one child (prior 1), without the network; False when the
-    pool has no room."""
-    first = f.trees[g, USED]
-    if first + 1 > f.links.shape[1]:
-        return False
+def _expand_without_network(f, g, node, n_moves, resolve_captures, moves):
+    """Expand a new node whose value is to come from below it rather than from the network: a node with a
+    single legal move (its child takes all the prior), and with `resolve_captures` one where a capture is
+    pending (equal priors: a static value of a position in the middle of an exchange is the least reliable
+    one, so the descent goes on to the quiet position after it). Returns whether it did; False for any other
+    node, and when the pool has no room."""
     nd = f.nodes[g, node]
     b, w, k, btm = nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0
+    if n_moves != 1 and not (resolve_captures and movegen.can_capture(b, w, k, btm)):
+        return False
+    first = f.trees[g, USED]
+    if first + n_moves > f.links.shape[1]:
+        return False
     movegen.generate(b, w, k, btm, True, moves)
-    _make_child(f, g, first, node, 1.0, b, w, k, btm, moves, 0)
-    f.trees[g, USED] = first + 1
+    for j in range(n_moves):
+        _make_child(f, g, first + j, node, 1.0 / n_moves, b, w, k, btm, moves, j)
+    f.trees[g, USED] = first + n_moves
     f.links[g, node, FIRST_CHILD] = first
-    f.links[g, node, N_CHILDREN] = 1
+    f.links[g, node, N_CHILDREN] = n_moves
     f.links[g, node, STATE] = EXPANDED
     return True
 
@@ -332,7 +342,8 @@ def _propagate_proof(f, g, node):
 
 @njit(cache=True)
 def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reduction_root, virtual_loss,
-                  repetitions_for_draw, no_progress_plies, leaf_game, leaf_node, leaf_reps, moves, tables):
+                  resolve_captures, repetitions_for_draw, no_progress_plies, leaf_game, leaf_node, leaf_reps, moves,
+                  tables):
     """One selection pass over the active trees (see the module docstring). Writes the leaves for the
     network (tree, node, repetition count) and returns (their number, visits to proven nodes made).
     `tables` is an endgame database (zero.egdb.Tables; zero.egdb.no_tables() for none)."""
@@ -360,7 +371,7 @@ def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reducti
                     n_moves, reps = _decide_new(f, g, node, repetitions_for_draw, no_progress_plies, moves, tables)
                     if n_moves == 0:
                         _propagate_proof(f, g, node)
-                    elif n_moves == 1 and _expand_forced(f, g, node, moves):
+                    elif _expand_without_network(f, g, node, n_moves, resolve_captures, moves):
                         continue
                 break
             if f.stats[g, node, PROVEN_PLIES] >= 0:

@@ -10,15 +10,16 @@ Semantics (see selfplay.mcts for the reasoning):
     descent starts once the root is proven;
   * a new node is decided by the rules first (no move = loss, repetition or no-progress = draw); a
     terminal node is proven and backed up at once with its exact value, and so is any proven node a
-    descent reaches; a node with one legal move is expanded without the network and the descent goes on;
+    descent reaches; a node with one legal move is expanded without the network and the descent goes on,
+    and with `resolve_captures` so is a node where a capture is pending (equal priors);
   * a proof climbs: a node is won when a child is lost for its side to move (fastest first), lost or drawn
     when every child is proven (the best; a loss counts the longest resistance);
   * priors are equal where the logits give no distribution (NaN or infinite), and a value that is not
     finite counts as 0;
   * score = Q + c_puct * prior * sqrt(N_parent) / (1 + N), in-flight visits counted in N and as losses of
     size `virtual_loss` in Q (a proven draw's Q is 0, a child proven lost for the chooser is never
-    chosen); unvisited children get Q_parent - fpu_reduction * sqrt(visited prior mass); ties go to the
-    first child in generation order.
+    chosen); unvisited children get Q_parent - fpu_reduction * sqrt(visited prior mass), Q_parent being 0
+    before the parent's first visit; ties go to the first child in generation order.
 """
 
 from __future__ import annotations
@@ -110,8 +111,8 @@ class ReferenceMcts:
                 moves = node.position.legal_moves()
                 if self._decide_terminal(node, moves):
                     self._propagate_proof(node)
-                elif len(moves) == 1:
-                    self._add_children(node, moves, [1.0])
+                elif len(moves) == 1 or (self.config.resolve_captures and moves[0].captured):
+                    self._add_children(node, moves, [1.0 / len(moves)] * len(moves))
                     continue
                 break
         return node
@@ -126,7 +127,8 @@ class ReferenceMcts:
         for child in node.children:
             if child.visits + child.virtual > 0:
                 visited_mass += child.prior
-        fpu = -node.value_sum / node.visits - reduction * math.sqrt(visited_mass)
+        parent_q = -node.value_sum / node.visits if node.visits else 0.0
+        fpu = parent_q - reduction * math.sqrt(visited_mass)
         best, best_child = -math.inf, node.children[0]
         for child in node.children:
             if child.proven_value == 1.0:  # won for its side to move: lost for the chooser

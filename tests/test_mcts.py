@@ -14,7 +14,9 @@ from selfplay.reference_mcts import ReferenceMcts
 from selfplay.analysis import Proven, analyse, best_move
 from selfplay.search import BatchedSearch, RootNoise, SearchConfig, choose_move, visit_policy
 from zero.data import data_file
+from zero import movegen
 from zero.game import Game, RulesConfig, Termination
+from zero.players import AlphaBetaPlayer, material
 from zero.notation import fen_to_position, resolve_move
 
 
@@ -59,11 +61,12 @@ def _wins_after(game: Game, move, plies: int) -> bool:
         game.undo()
 
 
-@pytest.mark.parametrize("leaves_per_tree", [1, 3])
-def test_numba_search_matches_reference(leaves_per_tree):
+@pytest.mark.parametrize("leaves_per_tree,resolve_captures", [(1, False), (3, False), (1, True), (3, True)])
+def test_numba_search_matches_reference(leaves_per_tree, resolve_captures):
     rng = np.random.default_rng(1)
     games = [Game()] + [_random_game(rng, int(rng.integers(4, 40))) for _ in range(3)]
-    config = SearchConfig(leaves_per_tree=leaves_per_tree, fpu_reduction=0.3, fpu_reduction_root=0.1)
+    config = SearchConfig(leaves_per_tree=leaves_per_tree, fpu_reduction=0.3, fpu_reduction_root=0.1,
+                          resolve_captures=resolve_captures)
     evaluator = HashEvaluator(seed=7)
     search = BatchedSearch(len(games), config, capacity=60_000)
     for g, game in enumerate(games):
@@ -533,3 +536,52 @@ def test_a_diverged_network_does_not_hang_the_search(logits, wdl):
     reference = ReferenceMcts(Game(), _DivergedEvaluator(logits, wdl), SearchConfig(leaves_per_tree=3)).run(200)
     assert visits == [c.visits for c in reference.children]
     assert sum(visits) == 199
+
+
+# Quiet positions (no capture for the side to move) where one move alone wins a man by force, found by
+# alpha-beta over material: a man given so that the forced exchange that follows returns two.
+SHOTS = [
+    ("W:W20,23,25,26,27,29,30,31,32:B3,4,7,8,9,11,14,16,21", "23-18"),
+    ("B:W17,18,19,21,22,25,26,30,31:B1,2,4,5,7,8,10,11,13", "11-15"),
+    ("W:W17,18,24,25,27,28,29,31,32:B1,2,3,4,5,6,7,8,16,23", "18-14"),
+]
+
+
+@pytest.mark.parametrize("fen,shot", SHOTS)
+def test_resolved_captures_find_a_shot_the_plain_search_misses(fen, shot):
+    # A value that counts material, asked in the middle of an exchange, sees only the man given; with the
+    # captures resolved it sees the position after the exchange. Same evaluator, same budget.
+    game = Game(fen_to_position(fen))
+    assert not any(m.captured for m in game.legal_moves())
+    _, score, _ = AlphaBetaPlayer(depth=7).search(game)
+    pos = game.position
+    assert score - material(pos.black, pos.white, pos.kings, pos.black_to_move) >= 100  # a man won
+    budget = 4 * len(game.legal_moves())
+    plain = analyse(game, MaterialEvaluator(), budget, SearchConfig(leaves_per_tree=1))
+    resolved = analyse(game, MaterialEvaluator(), budget, SearchConfig(leaves_per_tree=1, resolve_captures=True))
+    assert str(resolved.moves[0].move) == shot
+    assert str(plain.moves[0].move) != shot
+
+
+def test_pending_captures_cost_no_network_call():
+    # The network is asked only about quiet positions: a node where a capture is pending is searched
+    # through, its captures taking equal priors (whatever the network would have said), and so is a forced one.
+    game = Game(fen_to_position(SHOTS[0][0]))
+    search = BatchedSearch(1, SearchConfig(leaves_per_tree=4, resolve_captures=True), simulations=400)
+    search.set_root(0, game)
+    search.start(0, 400)
+    search.run(HashEvaluator(seed=2))
+    f = search.forest
+    expanded = np.flatnonzero(f.links[0, : f.trees[0, mcts.USED], mcts.STATE] == mcts.EXPANDED)
+    captures, quiet = [], []
+    for i in expanded:
+        b, w, k, btm = (int(x) for x in f.nodes[0, i, :4])
+        n = int(f.links[0, i, mcts.N_CHILDREN])
+        if movegen.can_capture(b, w, k, bool(btm)) and n > 1:
+            captures.append(i)
+            first = f.links[0, i, mcts.FIRST_CHILD]
+            assert np.all(f.stats[0, first:first + n, mcts.PRIOR] == 1.0 / n)
+        elif n > 1:
+            quiet.append(i)
+    assert len(captures) > 10
+    assert search.times.leaves == len(quiet)

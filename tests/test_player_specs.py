@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from train.match import NetworkPlayer, play_match
+from selfplay.search import SearchConfig
 from train.player_specs import PlayerSpecError, make_player
 from zero.checkpoint import save_checkpoint
 from zero.network import NetworkConfig, PolicyValueNet
@@ -104,3 +105,21 @@ def test_database_suffixes(tiny_checkpoint):
     assert root.egdb is not None and not root.config.database_leaves and root.name.endswith(":8:db")
     assert leaves.egdb is not None and leaves.config.database_leaves and leaves.name.endswith(":t0.1:dbleaves")
     assert make_player("mcts:db").egdb is not None  # the shipped network
+
+
+def test_search_settings_in_a_spec(tiny_checkpoint):
+    # Trailing KEY=VALUE items set that player's search (how a tuner or a match compares search settings).
+    timed = make_player(f"mcts:{tiny_checkpoint}:t0.1:c_puct=2.5:resolve_captures=true")
+    assert timed.config.c_puct == 2.5 and timed.config.resolve_captures and timed.seconds == 0.1
+    assert timed.name == f"mcts:{tiny_checkpoint}:t0.1:c_puct=2.5:resolve_captures=true"
+    counted = make_player(f"mcts:{tiny_checkpoint}:50:db:leaves_per_tree=4")
+    assert counted.simulations == 50 and counted.config.leaves_per_tree == 4 and counted.egdb is not None
+    # The spec's settings win over the command's and over the clock's leaves per call.
+    assert make_player("mcts:t0.1:leaves_per_tree=3").config.leaves_per_tree == 3
+    assert make_player("mcts:8", search=SearchConfig(c_puct=4.0)).config.c_puct == 4.0
+    assert make_player("mcts:8:c_puct=1.0", search=SearchConfig(c_puct=4.0)).config.c_puct == 1.0
+    for bad in ("mcts:t0.1:c_puct=-1", "mcts:t0.1:c_puct=nan", "mcts:t0.1:no_such=1", "policy:c_puct=2",
+                "mcts:8:leaves_per_tree=0"):
+        with pytest.raises(PlayerSpecError) as info:
+            make_player(bad)
+        assert "\n" not in str(info.value)

@@ -15,6 +15,8 @@
     policy...:f32, mcts...:f32
                            the network in float32 instead of its int8 model (on the CPU, where int8 is the
                            default: zero.quantized)
+    mcts...:KEY=VALUE      a search setting of that player (SearchConfig), e.g. mcts:t0.1:c_puct=2.0; several
+                           may follow each other; they override what the command's search settings say
 
 NET is a checkpoint file or a run directory (its current best network); left out, the shipped network.
 Every kind of player is wired here, explicitly: nothing registers itself on import.
@@ -29,6 +31,7 @@ from selfplay.analysis import SINGLE_GAME_LEAVES
 from selfplay.evaluators import CachedEvaluator
 from selfplay.search import SearchConfig
 from train.match import MatchPlayer, NetworkPlayer
+from zero.config import ConfigError, with_overrides
 from zero.players import AlphaBetaPlayer, RandomPlayer
 
 DEFAULT_MCTS_SIMULATIONS = 200
@@ -38,7 +41,8 @@ MAX_TIMED_SIMULATIONS = 20_000
 SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
              "search, default 200 simulations; mcts[:NET]:tS searches S seconds a move); NET is a checkpoint file or a run directory (its best network), "
              "the shipped network when left out; a trailing :db plays the endgame database's positions from it, :dbleaves also "
-             "makes them exact leaves of the search; a trailing :f32 runs the network in float32 instead of int8")
+             "makes them exact leaves of the search; a trailing :f32 runs the network in float32 instead of int8; "
+             "trailing :KEY=VALUE items set that mcts player's search settings, e.g. mcts:t0.1:c_puct=2.0")
 _AB_SHORTHAND = re.compile(r"ab(\d+)")
 OPTIONS = ("dbleaves", "db", "f32")  # longest first: "db" also ends "dbleaves"
 
@@ -69,11 +73,12 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
             raise PlayerSpecError(f"alpha-beta needs a depth of at least 1 ply (e.g. alphabeta:6 or ab6) or a time "
                                   f"(alphabeta:t0.1), got {args!r}")
         return AlphaBetaPlayer(int(args), seed=seed)
+    args, settings = _search_settings(args)
     args, options = _trailing_options(args)
     precision = "float32" if "f32" in options else "auto"
     if name == "policy":
-        if options - {"f32"}:
-            raise PlayerSpecError(f"only mcts players take :db or :dbleaves, got {spec!r}")
+        if options - {"f32"} or settings:
+            raise PlayerSpecError(f"only mcts players take :db, :dbleaves or search settings, got {spec!r}")
         from zero.inference import PolicyPlayer
 
         # One position per call is too small a batch to gain from a GPU.
@@ -86,13 +91,14 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
 
             egdb, leaves = largest_available(), "dbleaves" in options
         tag = ("" if egdb is None else ":dbleaves" if leaves else ":db") + (":f32" if "f32" in options else "")
+        tag += "".join(f":{item}" for item in settings)
+        config = dataclasses.replace(search or SearchConfig(), database_leaves=leaves)
         net, _, budget = args.rpartition(":")
         seconds = _seconds(budget[1:]) if budget.startswith("t") else None
         if seconds is not None:  # (a checkpoint whose name starts with t is no time: t1.pt is no number)
             # Its games are played one at a time, so its search fills its own batches and remembers the
             # positions it evaluated, as the engine of `play` does.
-            config = dataclasses.replace(search or SearchConfig(), leaves_per_tree=SINGLE_GAME_LEAVES,
-                                         database_leaves=leaves)
+            config = _with_settings(dataclasses.replace(config, leaves_per_tree=SINGLE_GAME_LEAVES), settings, spec)
             return NetworkPlayer(f"mcts:{net or 'default'}:t{seconds:g}{tag}",
                                  CachedEvaluator(_evaluator(net, None, precision)), MAX_TIMED_SIMULATIONS, config,
                                  seconds=seconds, egdb=egdb)
@@ -102,8 +108,7 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         if simulations < 1:
             raise PlayerSpecError(f"mcts needs at least 1 simulation, got {spec!r}")
         return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}{tag}", _evaluator(net, None, precision),
-                             simulations, dataclasses.replace(search or SearchConfig(), database_leaves=leaves),
-                             egdb=egdb)
+                             simulations, _with_settings(config, settings, spec), egdb=egdb)
     raise PlayerSpecError(f"unknown player {spec!r}; players: {SPEC_HELP}")
 
 
@@ -113,6 +118,22 @@ def _seconds(text: str) -> float | None:
     except ValueError:
         return None
     return value if 0 < value < float("inf") else None
+
+
+def _with_settings(config: SearchConfig, settings: list[str], spec: str) -> SearchConfig:
+    try:
+        return with_overrides(config, settings)
+    except ConfigError as exc:
+        raise PlayerSpecError(f"{spec!r}: {exc}") from None
+
+
+def _search_settings(args: str) -> tuple[str, list[str]]:
+    """A spec's arguments without its trailing KEY=VALUE items, and those (in the order written)."""
+    parts = args.split(":")
+    first = len(parts)
+    while first > 0 and "=" in parts[first - 1]:
+        first -= 1
+    return ":".join(parts[:first]), parts[first:]
 
 
 def _trailing_options(args: str) -> tuple[str, set[str]]:

@@ -182,6 +182,13 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
+def with_overrides(cfg: T, overrides: list[str]) -> T:
+    """A copy of the settings `cfg` with 'a.b=value' overrides applied, validated."""
+    changed = _from_dict(type(cfg), apply_overrides(to_dict(cfg), overrides))
+    check_settings(changed)
+    return changed
+
+
 def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> T:
     """Defaults, then the TOML file (if any), then the overrides."""
     data: dict[str, Any] = to_dict(cls())
