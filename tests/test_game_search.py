@@ -151,14 +151,15 @@ def test_the_first_search_on_the_clock_gets_its_time(monkeypatch, capsys):
 
 
 def test_a_match_player_on_the_clock_is_warmed_before_its_first_move(monkeypatch):
-    import train.match as match_module
+    import selfplay.analysis as analysis_module
     from train.match import NetworkPlayer, play_match
     from zero.openings import Opening
     from zero.players import RandomPlayer
 
     slow = _SlowFirstCall(0.3)
-    calls_at_first_step = _calls_at_first_timed_step(monkeypatch, match_module, slow)
-    player = NetworkPlayer("clock", slow, 20_000, SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES), seconds=0.05)
+    # Its games are searched by GameSearch (selfplay.analysis), where the warm-up is checked.
+    calls_at_first_step = _calls_at_first_timed_step(monkeypatch, analysis_module, slow)
+    player = NetworkPlayer("clock", slow, None, SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES), seconds=0.05)
     play_match(player, RandomPlayer(0), [Opening("start", ())], games=1)
     assert calls_at_first_step[0] >= 1  # the slow first call came before the match's first search step
 
