@@ -17,16 +17,11 @@ from play.analysis_json import analysis_json
 from play.engine import plies_left
 from play.queries import EngineSettings, Query
 from selfplay import mcts
-from selfplay.analysis import analysis_of, candidate_lines, with_database
+from selfplay.analysis import VISITS_PER_STEP, analysis_of, candidate_lines, with_database
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, warm_up
 from zero.egdb import Egdb
 from zero.game import Game
-
-# Root visits a tree may add in one step. A search whose descents all end on terminal nodes makes no
-# network call and would otherwise run to its whole target inside one step, past its time limit and
-# holding up every other tree.
-VISITS_PER_STEP = 256
 
 
 @dataclass

@@ -16,7 +16,7 @@ from zero.game import Game, Move
 if TYPE_CHECKING:  # the search (numba kernels) is imported only when an engine searches
     from zero.egdb import Egdb
     from selfplay.evaluators import PositionEvaluator
-    from selfplay.analysis import Analysis
+    from selfplay.analysis import Analysis, GameSearch
     from selfplay.search import SearchConfig
 
 
@@ -157,26 +157,34 @@ class Engine:
 
     def analyse(self, game: Game, budget: Budget) -> Analysis:
         """Search the game's current position within the budget (the game must not be over)."""
+        if game.outcome is not None:
+            raise EngineError("the game is over: there is nothing to search")
+        return self._described(self._game_search().analyse(game, budget.simulations, budget.seconds), game)
+
+    def choose(self, game: Game, budget: Budget) -> tuple[Move, Analysis | None]:
+        """The engine's move and the search behind it (selfplay.analysis.GameSearch.choose): a forced move
+        is played at once, unsearched (None); on the clock the search stops once its move cannot change."""
+        if game.outcome is not None:
+            raise EngineError("the game is over: there is nothing to search")
+        move, analysis = self._game_search().choose(game, budget.simulations, budget.seconds)
+        return move, None if analysis is None else self._described(analysis, game)
+
+    def _game_search(self) -> GameSearch:
         from selfplay.analysis import GameSearch
         from selfplay.evaluators import CachedEvaluator
 
-        if game.outcome is not None:
-            raise EngineError("the game is over: there is nothing to search")
         if self._search is None:
             # Evaluations are remembered by position: the positions of the last searches come back in the
             # next (transpositions, and the replies the opponent's move left out of the kept subtree).
             self._search = GameSearch(CachedEvaluator(self.evaluator), self.search_config, egdb=self.egdb)
-        analysis = self._search.analyse(game, budget.simulations, budget.seconds)
+        return self._search
+
+    def _described(self, analysis: Analysis, game: Game) -> Analysis:
+        """The analysis of a search of the game's position with what the front ends show beside it: each
+        move's line and the network's estimate of the plies left."""
         analysis.lines = self._search.candidate_lines(game.position, [stat.move for stat in analysis.moves])
         analysis.plies_left = plies_left(self.evaluator, game)
         return analysis
-
-    def choose(self, game: Game, budget: Budget) -> tuple[Move, Analysis]:
-        """The engine's move (the most visited) and the search behind it."""
-        from selfplay.analysis import best_move
-
-        analysis = self.analyse(game, budget)
-        return best_move(analysis, temperature=0), analysis
 
     def accepts_draw(self, game: Game, budget: Budget, engine_is_black: bool) -> tuple[bool, float]:
         """Whether the engine agrees to a draw offered by its opponent, and its expected score behind that.

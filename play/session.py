@@ -72,7 +72,8 @@ class HumanGame:
         self.game = new_game(start or Position.initial(), list(moves))
         self.first_ply = self.game.ply  # moves before this came with the start and are not undone
         self.declared: Outcome | None = None  # resignation or agreed draw
-        self.last_thinking: dict[str, Any] | None = None  # the engine's search behind its last move
+        # The engine's search behind its last move (None for a forced move: there was no search).
+        self.last_thinking: dict[str, Any] | None = None
         self.date = _dt.date.today()
 
     # ------------------------------------------------------------------------------------------ state
@@ -143,13 +144,15 @@ class HumanGame:
         return self.play_text("-".join(str(sq) for sq in path))  # notation tolerates '-' for a capture
 
     def engine_move(self) -> Move:
-        """Let the engine search and play its move; its thinking is kept in last_thinking."""
+        """Let the engine search and play its move; its thinking is kept in last_thinking (None after a
+        forced move, which it plays without searching)."""
         if self.over:
             raise PlayError(f"the game is over: {self.status()}")
         if not self.engine_to_move:
             raise PlayError("it is your turn, not the engine's")
         move, analysis = self.engine.choose(self.game, self.budget)
-        self.last_thinking = analysis_json(analysis, self.game.position, self.game.ply, top=5)
+        self.last_thinking = None if analysis is None else analysis_json(analysis, self.game.position,
+                                                                          self.game.ply, top=5)
         self.strengths[self.game.ply] = self.strength
         self.game.play(move)
         return move

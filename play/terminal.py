@@ -146,7 +146,7 @@ class TerminalGame:
         s = self.session
         self.say(f"Engine thinking ({s.budget})...")
         move = s.engine_move()
-        self.say(f"Engine plays {move}")
+        self.say(f"Engine plays {move}" + (" (forced: its only legal move)" if s.last_thinking is None else ""))
         if self.show_analysis and s.last_thinking is not None:
             self.say(thinking_text(s.last_thinking, "engine's view"))
 

@@ -3,13 +3,16 @@
 `analyse(game, evaluator, simulations)` searches a game's current position and returns every legal move
 with its visits, prior, win/draw/loss and proven value, and the principal variation. `GameSearch` searches
 one game move after move (play, analysis, a match player on the clock): it keeps its tree between moves,
-sends many leaves a network call and stops on simulations, time or both.
+sends many leaves a network call and stops on simulations, time or both; choosing a move to play, it plays
+a forced move unsearched and stops on the clock once its move can no longer change.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +21,7 @@ from selfplay import mcts
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import (BatchedSearch, SearchConfig, choose_move, move_order, moves_by_key, proven_wdl, warm_up,
                              wdl_of)
+from selfplay.time_manager import TimeManager, decided
 from zero.egdb import Egdb
 from zero.game import Game, Move, Position
 
@@ -86,29 +90,75 @@ def analyse(game: Game, evaluator: PositionEvaluator, simulations: int,
 # more leaves make the CPU backend's batches cheaper per position, fewer keep the search sharper.
 # Measured at 0.1 s a move on one core (benchmarks/single_game_bench.py, benchmarks/RESULTS.md).
 SINGLE_GAME_LEAVES = 16
-# Nodes in a single game's tree (about 140 bytes a node; pages are touched only as the tree grows): some
-# 60,000 simulations, more than a CPU core searches in a minute. A full tree ends a search early.
+# Nodes a single game's tree starts with (about 140 bytes a node; pages are touched only as the tree grows):
+# some 60,000 simulations, more than a CPU core searches in a minute. A search that fills it doubles it, up
+# to SINGLE_GAME_MEMORY_SHARE of the machine's memory, so that the clock, not the pool, ends a long search.
 SINGLE_GAME_CAPACITY = 1 << 20
+# The share of the machine's memory one game's tree may grow to; a search that fills that stops early.
+SINGLE_GAME_MEMORY_SHARE = 0.25
+# Root visits a search may add in one step. A step whose descents all end on proven nodes makes no network
+# call and would otherwise run to its whole target inside one step, past its time limit (and, searching many
+# trees in one batch, holding up every other tree).
+VISITS_PER_STEP = 256
+# The visit target of a search that only the clock (or a proven root) ends.
+NO_VISIT_LIMIT = 1 << 62
+
+
+def max_single_game_capacity(node_bytes: int) -> int:
+    """The most nodes a single game's tree may grow to: SINGLE_GAME_MEMORY_SHARE of the machine's memory,
+    and never less than SINGLE_GAME_CAPACITY."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): the starting size is the bound
+        return SINGLE_GAME_CAPACITY
+    return max(SINGLE_GAME_CAPACITY, int(SINGLE_GAME_MEMORY_SHARE * memory) // node_bytes)
 
 
 class GameSearch:
     """One game searched move after move: one tree, kept between searches (the subtree of the moves played
     since the last one: its visits count toward the next search's simulations), `config.leaves_per_tree`
-    leaves a network call. Not thread-safe."""
+    leaves a network call. `analyse` spends the whole budget (analysis); `choose` picks the move to play,
+    spending no more than it needs (`selfplay.time_manager`). Time is read from `clock` (seconds; tests
+    drive a fake one). Not thread-safe."""
 
     def __init__(self, evaluator: PositionEvaluator, config: SearchConfig | None = None,
-                 capacity: int = SINGLE_GAME_CAPACITY, egdb: Egdb | None = None) -> None:
+                 capacity: int = SINGLE_GAME_CAPACITY, egdb: Egdb | None = None, *,
+                 max_capacity: int | None = None, time_manager: TimeManager | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        """`capacity`: the nodes the tree starts with; a search that fills it doubles it, up to
+        `max_capacity` (default max_single_game_capacity), where it stops early."""
         self.evaluator = evaluator
         self.config = config or SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES)
         self.capacity = capacity
+        self.max_capacity = max_capacity
         self.egdb = egdb  # with it, the positions it holds are exact leaves
+        self.time_manager = time_manager or TimeManager()
+        self.time_manager.validate()
+        self.clock = clock
         self._search: BatchedSearch | None = None
         self._root: tuple[Position, tuple[Move, ...]] | None = None  # the game's start and moves at the root
 
     def analyse(self, game: Game, simulations: int | None = None, seconds: float | None = None) -> Analysis:
         """Search the game's current position until its root has `simulations` visits, `seconds` have
-        passed (the moves so far are played), the root is proven or the tree is full; at least one of the
-        two limits must be given."""
+        passed (the moves so far are played), the root is proven or the tree cannot grow; at least one of
+        the two limits must be given."""
+        return self._run(game, simulations, seconds, stop_early=False)
+
+    def choose(self, game: Game, simulations: int | None = None,
+               seconds: float | None = None) -> tuple[Move, Analysis | None]:
+        """The move to play and the search behind it. A forced move (the only legal one) is played at once,
+        unsearched (None): no network call, and the tree follows it at the next search. Otherwise a search
+        as `analyse`'s, except that on the clock it stops as soon as its move can no longer change
+        (selfplay.time_manager.decided)."""
+        if game.outcome is not None:
+            raise ValueError(f"the game is over ({game.outcome.termination.value})")
+        legal = game.legal_moves()
+        if len(legal) == 1:
+            return legal[0], None
+        analysis = self._run(game, simulations, seconds, stop_early=seconds is not None)
+        return best_move(analysis), analysis
+
+    def _run(self, game: Game, simulations: int | None, seconds: float | None, stop_early: bool) -> Analysis:
         if game.outcome is not None:
             raise ValueError(f"the game is over ({game.outcome.termination.value})")
         if simulations is None and seconds is None:
@@ -117,22 +167,42 @@ class GameSearch:
             raise ValueError("simulations must be at least 1")
         if seconds is not None:
             warm_up(self.evaluator, self.config, game.rules, self.egdb)
-        started = time.perf_counter()
+        started = self.clock()
         deadline = started + seconds if seconds is not None else math.inf
+        limit = simulations if simulations is not None else NO_VISIT_LIMIT
         search = self._rooted_at(game)
-        search.start(0, simulations if simulations is not None else self.capacity)
+        kept = search.root_visits(0)
         # At least one step even when the time is already spent (a loaded machine): a player on the clock
         # must answer with a move.
-        while not search.complete()[0]:
+        while search.root_visits(0) < limit and search.root_proven(0) is None and self._make_room(search):
+            search.start(0, min(limit, search.root_visits(0) + VISITS_PER_STEP))
             search.step(self.evaluator)
-            if time.perf_counter() >= deadline:
+            now = self.clock()
+            if now >= deadline:
                 break
+            if stop_early:
+                visits = search.root_visits(0)
+                left = min(self.time_manager.simulations_left(visits - kept, now - started, deadline - now),
+                           limit - visits)
+                if decided(search.root_children(0), left):
+                    break
         search.stop(0)
         analysis = analysis_of(search, game.position)
         if self.egdb is not None and game.position.piece_count() <= self.egdb.max_pieces:
             analysis = with_database(analysis, self.egdb, game.position, search)
-        analysis.seconds = time.perf_counter() - started
+        analysis.seconds = self.clock() - started
         return analysis
+
+    def _make_room(self, search: BatchedSearch) -> bool:
+        """Whether the tree has room for the search to go on: a full one doubles, up to max_capacity."""
+        if not search.forest.trees[0, mcts.FULL]:
+            return True
+        most = self.max_capacity or max_single_game_capacity(search.node_bytes())
+        capacity = search.forest.links.shape[1]
+        if capacity >= most:
+            return False
+        search.grow(min(2 * capacity, most))
+        return True
 
     def candidate_lines(self, position: Position, moves: list[Move]) -> dict[Move, list[Move]]:
         """After a search of `position` (the last analyse): candidate_lines of its tree."""

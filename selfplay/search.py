@@ -154,6 +154,24 @@ class BatchedSearch:
         mcts.reset_tree(self.forest, g, pos.black, pos.white, pos.kings, pos.black_to_move, game.no_progress[-1])
         self._set_history(g, game)
 
+    def grow(self, capacity: int) -> None:
+        """Give every tree a pool of `capacity` nodes (more than now), its nodes kept and its full flag
+        cleared: a search that filled its pool goes on (its leaf that found no room is searched again)."""
+        old = self.forest
+        if capacity <= old.links.shape[1]:
+            raise ValueError(f"a pool of {old.links.shape[1]} nodes cannot grow to {capacity}")
+        self.forest = new = mcts.new_forest(self.games, capacity, old.history.shape[1])
+        used = int(old.trees[:, mcts.USED].max())  # only nodes in use: the new pool's pages stay untouched
+        new.stats[:, :used], new.links[:, :used], new.nodes[:, :used] = (
+            old.stats[:, :used], old.links[:, :used], old.nodes[:, :used])
+        new.trees[:], new.history[:] = old.trees, old.history
+        new.trees[:, mcts.FULL] = 0
+        self._new_index = np.zeros(capacity, dtype=np.int32)
+
+    def node_bytes(self) -> int:
+        """Memory a node of the pools takes (what a pool of n nodes costs is n times this, per tree)."""
+        return sum(int(a.strides[1]) for a in (self.forest.stats, self.forest.links, self.forest.nodes))
+
     def _set_history(self, g: int, game: Game) -> None:
         # Positions since the last irreversible move, before the current one: all a repetition can match.
         window = game.no_progress[-1]

@@ -1,16 +1,21 @@
 """The single-game search (play, analysis, a match player on the clock): full batches, its tree kept from
-move to move, limits by simulations and time."""
+move to move, limits by simulations and time; choosing a move, forced moves unsearched and the clock's time
+spent only while the move can still change (on a fake clock: no test here depends on the machine's speed)."""
 
 from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 from selfplay.analysis import SINGLE_GAME_LEAVES, GameSearch, analyse, best_move
-from selfplay.evaluators import HashEvaluator
-from selfplay.search import SearchConfig
+from selfplay.evaluators import HashEvaluator, UniformEvaluator
+from selfplay.search import RootChildren, SearchConfig, warm_up
+from selfplay.time_manager import TimeManager, decided
+from zero.encoding import move_action
 from zero.game import Game
+from zero.notation import resolve_move
 
 
 class _BatchLog:
@@ -146,13 +151,138 @@ def test_the_first_search_on_the_clock_gets_its_time(monkeypatch, capsys):
 
 
 def test_a_match_player_on_the_clock_is_warmed_before_its_first_move(monkeypatch):
-    import train.match as match_module
+    import selfplay.analysis as analysis_module
     from train.match import NetworkPlayer, play_match
     from zero.openings import Opening
     from zero.players import RandomPlayer
 
     slow = _SlowFirstCall(0.3)
-    calls_at_first_step = _calls_at_first_timed_step(monkeypatch, match_module, slow)
-    player = NetworkPlayer("clock", slow, 20_000, SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES), seconds=0.05)
+    # Its games are searched by GameSearch (selfplay.analysis), where the warm-up is checked.
+    calls_at_first_step = _calls_at_first_timed_step(monkeypatch, analysis_module, slow)
+    player = NetworkPlayer("clock", slow, None, SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES), seconds=0.05)
     play_match(player, RandomPlayer(0), [Opening("start", ())], games=1)
     assert calls_at_first_step[0] >= 1  # the slow first call came before the match's first search step
+
+
+# ------------------------------------------------------------------------------------------ on the clock
+
+class _ClockedEvaluator:
+    """Every network call costs `seconds` of a fake clock (`clock`, for GameSearch); calls and the positions
+    sent are counted. All
+    values are even; the policy is uniform, or with `favourite` (an action index) puts nearly all the
+    prior on that action wherever it is legal."""
+
+    def __init__(self, seconds: float = 0.01, favourite: int | None = None) -> None:
+        self.seconds, self.favourite = seconds, favourite
+        self.now, self.calls, self.positions = 0.0, 0, 0
+        self.inner = UniformEvaluator((0.3, 0.4, 0.3))
+
+    def clock(self) -> float:
+        return self.now
+
+    def evaluate(self, planes):
+        self.calls += 1
+        self.positions += len(planes)
+        self.now += self.seconds
+        logits, wdl = self.inner.evaluate(planes)
+        if self.favourite is not None:
+            logits = logits.copy()
+            logits[:, self.favourite] = 8.0
+        return logits, wdl
+
+
+def _clocked_search(evaluator: _ClockedEvaluator, **kwargs) -> GameSearch:
+    warm_up(UniformEvaluator())  # the once-a-process warm-up, before any fake clock runs
+    return GameSearch(evaluator, clock=evaluator.clock, **kwargs)
+
+
+def _played(*moves: str) -> Game:
+    game = Game()
+    for text in moves:
+        game.play(resolve_move(text, game.legal_moves()))
+    return game
+
+
+def test_a_forced_move_is_played_unsearched_and_the_tree_follows_it():
+    evaluator = _ClockedEvaluator()
+    search = _clocked_search(evaluator)
+    game = _played("11-15")
+    reply = resolve_move("22-18", game.legal_moves())
+    search.choose(game, simulations=800)
+    game.play(reply)  # Black's only legal move is now the capture 15x22
+    calls = evaluator.calls
+    move, analysis = search.choose(game, seconds=1.0)
+    assert (str(move), analysis, evaluator.calls) == ("15x22", None, calls)  # no search, no network call
+    game.play(move)
+    # The next search starts from the subtree of the two moves played since the last one.
+    kept = search._rooted_at(game).root_visits(0)
+    assert kept > 0
+    positions = evaluator.positions
+    move, analysis = search.choose(game, simulations=kept + 100)
+    assert analysis.simulations >= kept + 100 and move in game.legal_moves()
+    assert evaluator.positions - positions <= 100 + SINGLE_GAME_LEAVES
+
+
+def test_a_search_on_the_clock_ends_within_one_network_call_of_its_time():
+    for seconds in (0.5, 0.333, 0.01):
+        for choose in (False, True):  # even positions: the early stop never applies
+            evaluator = _ClockedEvaluator(seconds=0.01)
+            search = _clocked_search(evaluator)
+            started = evaluator.calls
+            analysis = search.choose(Game(), seconds=seconds)[1] if choose else search.analyse(Game(), seconds=seconds)
+            assert seconds <= analysis.seconds <= seconds + evaluator.seconds + 1e-9
+            assert evaluator.calls - started == pytest.approx(seconds / evaluator.seconds, abs=1)
+
+
+def test_a_search_on_the_clock_stops_once_its_move_cannot_change():
+    game = Game()
+    favourite = resolve_move("11-15", game.legal_moves())
+    evaluator = _ClockedEvaluator(seconds=0.01, favourite=move_action(favourite, True))
+    move, analysis = _clocked_search(evaluator).choose(game, seconds=1.0)
+    assert move == favourite
+    # Stopped well before its second: the rest of the time could not have changed the move.
+    assert analysis.seconds < 0.8
+    visits = sorted((stat.visits for stat in analysis.moves), reverse=True)
+    left = TimeManager().simulations_left(analysis.simulations, analysis.seconds, 1.0 - analysis.seconds)
+    assert visits[1] + left < visits[0]
+    # Analysis spends the whole time on the same position, and finds the same move.
+    evaluator = _ClockedEvaluator(seconds=0.01, favourite=move_action(favourite, True))
+    full = _clocked_search(evaluator).analyse(game, seconds=1.0)
+    assert full.seconds >= 1.0 and best_move(full) == favourite and full.simulations > analysis.simulations
+
+
+def _children(visits, proven=None) -> RootChildren:
+    n = len(visits)
+    zeros = np.zeros(n)
+    return RootChildren(zeros, zeros, zeros, np.array(visits), np.full(n, 1.0 / n), zeros, zeros,
+                        np.array(proven if proven is not None else [np.nan] * n), np.full(n, -1))
+
+
+def test_a_move_is_decided_when_no_rival_can_reach_it():
+    assert decided(_children([100, 50, 3]), 49)
+    assert not decided(_children([100, 50, 3]), 50)  # a tie could go to the rival (ties go by prior)
+    assert not decided(_children([100, 50, 3]), float("inf"))  # nothing measured yet
+    # A move proven lost is no rival; the move left alone is decided.
+    assert decided(_children([100, 90, 3], proven=[np.nan, -1, np.nan]), 60)
+    assert decided(_children([5, 90], proven=[np.nan, -1]), 1000)
+
+
+def test_the_rate_margin_counts_more_simulations_left():
+    assert TimeManager(rate_margin=2.0).simulations_left(100, 1.0, 0.5) == 100
+    assert TimeManager().simulations_left(0, 0.0, 1.0) == float("inf")
+    with pytest.raises(ValueError):
+        TimeManager(rate_margin=0.5).validate()
+
+
+def test_the_tree_grows_so_that_the_clock_ends_the_search():
+    # A pool far too small for the time asked grows as the search fills it, up to its bound.
+    evaluator = _ClockedEvaluator(seconds=0.01)
+    search = _clocked_search(evaluator, capacity=2_000)
+    analysis = search.analyse(Game(), seconds=1.0)
+    assert analysis.seconds >= 1.0 and analysis.nodes > 2_000
+    # At the bound, a full tree ends the search before its time.
+    evaluator = _ClockedEvaluator(seconds=0.01)
+    search = _clocked_search(evaluator, capacity=2_000, max_capacity=4_000)
+    analysis = search.analyse(Game(), seconds=1.0)
+    assert analysis.seconds < 1.0 and 3_000 < analysis.nodes <= 4_000
+    assert best_move(analysis) in Game().legal_moves()

@@ -8,8 +8,9 @@ import pytest
 
 from zero.data import data_file
 from zero.game import Game, Position, RulesConfig, Termination
+from selfplay.evaluators import HashEvaluator
 from train.match import (
-    IllegalMoveError, MatchResult, elo_from_score, match_schedule, play_match, score_statistics,
+    IllegalMoveError, MatchGame, MatchResult, elo_from_score, match_schedule, play_match, score_statistics,
 )
 from train.match_cli import add_arguments, run
 from zero.openings import BallotError, Opening, load_openings
@@ -255,3 +256,88 @@ def test_match_pdn_lists_the_games_in_round_order(tmp_path, capsys):
     capsys.readouterr()
     assert [g.tags["Round"] for g in read_pdn(out)] == ["1", "2", "3", "4"]
     assert not list(tmp_path.glob(".m.pdn*"))  # the rewrite leaves no temporary file behind
+
+
+# ------------------------------------------------------------------------------------------- time per move
+
+class _FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Deliberate(RandomPlayer):
+    """A random player whose every choice takes `seconds` of a fake clock."""
+
+    def __init__(self, name: str, clock: _FakeClock, seconds: float, seed: int) -> None:
+        super().__init__(seed)
+        self.name, self.clock, self.seconds = name, clock, seconds
+
+    def choose(self, game):
+        self.clock.now += self.seconds
+        return super().choose(game)
+
+
+def _forced(record) -> list[bool]:
+    """Per move after the opening: whether it was the only legal one."""
+    game = Game(start=record.opening.start)
+    forced = []
+    for ply, move in enumerate(record.moves):
+        if ply >= len(record.moves) - len(record.move_seconds):
+            forced.append(len(game.legal_moves()) == 1)
+        game.play(move)
+    return forced
+
+
+def test_the_summary_gives_each_players_mean_and_longest_time_a_move():
+    clock = _FakeClock()
+    a, b = _Deliberate("slow", clock, 0.5, 1), _Deliberate("quick", clock, 0.25, 2)
+    result = play_match(a, b, OPENINGS, RulesConfig(max_plies=60), seed=3, clock=clock)
+    expected: tuple[list[float], list[float]] = ([], [])
+    for record, a_black in zip(result.games, result.a_is_black):
+        mover_is_a = [(ply % 2 == 0) == a_black for ply in range(len(record.moves))][-len(record.move_seconds):]
+        for is_a, forced in zip(mover_is_a, _forced(record)):
+            # A forced move is played at once: it counts, at no time.
+            expected[0 if is_a else 1].append(0.0 if forced else (0.5 if is_a else 0.25))
+    assert result.move_seconds() == expected
+    assert 0.0 in expected[0] + expected[1]  # the openings' captures leave forced moves
+    a_mean, b_mean = (sum(t) / len(t) for t in expected)
+    assert (f"time per move: slow: mean {a_mean:.3f} s, max 0.500 s ({len(expected[0])} moves); "
+            f"quick: mean {b_mean:.3f} s, max 0.250 s ({len(expected[1])} moves)") in result.summary()
+    # The times travel with a game's record (gating's match records, resumed matches).
+    record = result.games[0]
+    again = MatchGame.from_json(record.to_json(), record.opening, RulesConfig(max_plies=60))
+    assert again.move_seconds == pytest.approx(record.move_seconds)
+
+
+class _TickingEvaluator:
+    """A network whose every call takes 1 ms of a fake clock."""
+
+    def __init__(self, clock: _FakeClock) -> None:
+        self.clock = clock
+        self.inner = HashEvaluator(seed=5)
+
+    def evaluate(self, planes):
+        self.clock.now += 0.001
+        return self.inner.evaluate(planes)
+
+
+def test_network_players_times_a_move_on_the_clock_and_in_lockstep():
+    from selfplay.analysis import SINGLE_GAME_LEAVES
+    from selfplay.search import SearchConfig
+    from train.match import NetworkPlayer
+
+    clock = _FakeClock()
+    timed = NetworkPlayer("timed", _TickingEvaluator(clock), None, SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES),
+                          seconds=0.02)
+    fixed = NetworkPlayer("fixed", _TickingEvaluator(clock), 16, SearchConfig(leaves_per_tree=2))
+    result = play_match(timed, fixed, OPENINGS[:1], RulesConfig(max_plies=30), clock=clock)
+    timed_seconds, fixed_seconds = result.move_seconds()
+    assert len(timed_seconds) + len(fixed_seconds) == sum(len(g.move_seconds) for g in result.games) > 0
+    # On the clock: within one network call of its time. In lockstep (one game here): its steps' time, at
+    # most a call a simulation (2 leaves a call but for batches cut short), none for a forced move.
+    assert max(timed_seconds) <= 0.02 + 0.001 + 1e-9
+    assert 0 < max(fixed_seconds) <= 16 * 0.001 + 1e-9
+    assert "time per move: timed: mean" in result.summary() and "; fixed: mean" in result.summary()

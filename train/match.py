@@ -3,8 +3,15 @@
 The `match` command, gating, ratings and head-to-head comparisons all play through `play_match`. Up to
 `parallel` games of the ballot schedule run at once. A `NetworkPlayer` owns one `BatchedSearch` with a
 tree per game slot, searches the slots where it is to move, and evaluates all their leaves in one network
-batch, so a 288-game ballot of network players costs about what one game of batches does. Plain players
-(random, alpha-beta, raw policy) move as soon as it is their turn.
+batch, so a 288-game ballot of network players costs about what one game of batches does. A network player
+on the clock searches one game at a time as `play` does (selfplay.analysis.GameSearch.choose). Plain players
+(random, alpha-beta, raw policy) move as soon as it is their turn, and so does every player with a forced
+move (the only legal one).
+
+Time per move. Each move after the opening carries its player's time (MatchGame.move_seconds): the wall
+clock of its choice, and for a network player in lockstep its share of each search step it took part in
+(the step's time split evenly over the trees searched in it), so that games in flight do not multiply it.
+The summary gives each player's mean and longest.
 
 A game is a pure function of its inputs and its seed, whatever else is in flight: a network player searches
 without noise, and a plain player is reseeded from the game's seed, its colour and the ply before every
@@ -26,6 +33,7 @@ error is 0 and the interval collapses to the point: the normal approximation has
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from selfplay.analysis import GameSearch
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, SearchConfig, warm_up
 from zero.egdb import Egdb
@@ -51,12 +60,13 @@ class IllegalMoveError(RuntimeError):
 @dataclass
 class NetworkPlayer:
     """A network with a fixed search budget: no noise, the best move (proven wins first, then the most
-    visited). The budget is `simulations` root visits a move, or with `seconds` a time a move (the search
-    stops when it is up; `simulations` is then the most a move may use, and sizes the trees)."""
+    visited). The budget is `simulations` root visits a move, or with `seconds` a time a move (its search
+    stops when the time is up or its move can no longer change; `simulations`, if not None, is then the
+    most a move may use)."""
 
     name: str
     evaluator: PositionEvaluator
-    simulations: int
+    simulations: int | None
     config: SearchConfig = field(default_factory=SearchConfig)
     seconds: float | None = None
     # An endgame database: its positions are played from it (and are exact leaves of the search when the
@@ -79,6 +89,9 @@ class MatchGame:
     moves: tuple[Move, ...]
     outcome: Outcome
     seed: int
+    # The seconds each move after the opening took its player (see the module doc), in the order played;
+    # the first len(moves) - len(move_seconds) moves came with the opening.
+    move_seconds: tuple[float, ...] = ()
 
     @property
     def result(self) -> str:
@@ -92,10 +105,18 @@ class MatchGame:
     def points_for_black(self) -> float:
         return (self.outcome.winner + 1) / 2
 
+    def seconds_by_colour(self) -> tuple[list[float], list[float]]:
+        """The move times of Black's moves and of White's."""
+        first = len(self.moves) - len(self.move_seconds)
+        black_first = self.opening.start.black_to_move == (first % 2 == 0)
+        own, other = list(self.move_seconds[0::2]), list(self.move_seconds[1::2])
+        return (own, other) if black_first else (other, own)
+
     def to_json(self) -> dict:
         return {"round": self.round, "black": self.black, "white": self.white,
                 "moves": [str(m) for m in self.moves], "winner": self.outcome.winner,
-                "termination": self.outcome.termination.value, "seed": self.seed}
+                "termination": self.outcome.termination.value, "seed": self.seed,
+                "move_seconds": [round(t, 6) for t in self.move_seconds]}
 
     @classmethod
     def from_json(cls, entry: dict, opening: Opening, rules: RulesConfig) -> "MatchGame":
@@ -111,8 +132,11 @@ class MatchGame:
             game.play(move)
         if game.outcome != Outcome(int(entry["winner"]), Termination(entry["termination"])):
             raise ValueError(f"round {entry['round']} does not end as recorded")
+        seconds = tuple(float(t) for t in entry.get("move_seconds", ()))  # none in records from before them
+        if len(seconds) > game.ply:
+            raise ValueError(f"round {entry['round']} has more move times than moves")
         return cls(int(entry["round"]), opening, str(entry["black"]), str(entry["white"]), tuple(game.moves),
-                   game.outcome, int(entry["seed"]))
+                   game.outcome, int(entry["seed"]), seconds)
 
     def pdn(self, event: str = "checkers-zero match") -> str:
         from zero.pdn import write_game
@@ -245,6 +269,16 @@ class MatchResult:
             b += white if a_black else black
         return a, b
 
+    def move_seconds(self) -> tuple[list[float], list[float]]:
+        """A's move times and B's, over every game."""
+        a: list[float] = []
+        b: list[float] = []
+        for game, a_black in zip(self.games, self.a_is_black):
+            black, white = game.seconds_by_colour()
+            a += black if a_black else white
+            b += white if a_black else black
+        return a, b
+
     def pentanomial(self) -> list[int]:
         """How many complete pairs gave A 0, 1/2, 1, 3/2 and 2 points."""
         counts = [0] * 5
@@ -282,6 +316,10 @@ class MatchResult:
         ]
         if math.isinf(s.elo):
             lines.append(f"{self.a if s.elo > 0 else self.b} scored every point: no finite Elo difference fits")
+        times = [f"{name}: mean {statistics.fmean(seconds):.3f} s, max {max(seconds):.3f} s ({len(seconds)} moves)"
+                 for name, seconds in zip((self.a, self.b), self.move_seconds()) if seconds]
+        if times:
+            lines.append("time per move: " + "; ".join(times))
         return "\n".join(lines)
 
 
@@ -299,6 +337,8 @@ class _Slot:
     game: Game
     seed: int
     searching: bool = False
+    thinking: float = 0.0  # seconds of the lockstep search for the move being searched
+    move_seconds: list[float] = field(default_factory=list)
 
 
 def play_match(
@@ -313,6 +353,7 @@ def play_match(
     should_stop: Callable[[MatchResult], bool] | None = None,
     progress: bool = False,
     done: MatchResult | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> MatchResult:
     """Play the ballot schedule (each opening with A as Black, then as White; its first `games` games),
     `parallel` games at a time. Game k's seed is mix_seed(seed, k); the rules end every game, their
@@ -327,20 +368,25 @@ def play_match(
 
     A network player on the clock (NetworkPlayer.seconds) plays one game at a time: its time a move is one
     game's, and games in flight would share the processor it measures. Such games are as reproducible as
-    the clock.
+    the clock. `clock` (seconds) times the moves and those players' searches.
     """
-    for player in (a, b):
-        if isinstance(player, NetworkPlayer) and player.seconds is not None:
-            parallel = 1
-            warm_up(player.evaluator, player.config, rules, player.egdb)  # before its first move's clock
+    timed = [p for p in (a, b) if isinstance(p, NetworkPlayer) and p.seconds is not None]
+    lockstep = [p for p in (a, b) if isinstance(p, NetworkPlayer) and p.seconds is None]
+    if timed:
+        parallel = 1
+    for player in timed:
+        warm_up(player.evaluator, player.config, rules, player.egdb)  # before its first move's clock
+    for player in lockstep:
+        if player.simulations is None:
+            raise ValueError(f"{player.name}: a network player needs simulations, a time a move or both")
     result = MatchResult(a.name, b.name)
     for i, game in enumerate(done.games if done else []):
         result.add(game, done.a_is_black[i], done.opening_index[i])
     played = {game.round for game in result.games}
     schedule = [(k, entry) for k, entry in enumerate(match_schedule(openings, games)) if k + 1 not in played]
     searches = {id(p): BatchedSearch(parallel, p.config, rules, simulations=p.simulations, egdb=p.egdb)
-                for p in (a, b) if isinstance(p, NetworkPlayer)}
-    deadlines = {key: np.full(parallel, np.inf) for key in searches}  # per tree, for players on the clock
+                for p in lockstep}
+    game_searches = {id(p): GameSearch(p.evaluator, p.config, egdb=p.egdb, clock=clock) for p in timed}
     slots: list[_Slot | None] = [None] * parallel
     next_game = 0
     bar = None
@@ -367,8 +413,8 @@ def play_match(
         if game.outcome is None:
             return False
         black, white = (a, b) if slot.a_black else (b, a)
-        record = MatchGame(slot.round, openings[slot.opening_index], black.name, white.name, tuple(game.moves), game.outcome,
-                           slot.seed)
+        record = MatchGame(slot.round, openings[slot.opening_index], black.name, white.name, tuple(game.moves),
+                           game.outcome, slot.seed, tuple(slot.move_seconds))
         result.add(record, slot.a_black, slot.opening_index)
         slots[g] = None
         for search in searches.values():
@@ -380,9 +426,10 @@ def play_match(
             bar.set_postfix_str(f"W{result.wins} D{result.draws} L{result.losses}")
         return True
 
-    def apply(g: int, slot: _Slot, move: Move) -> None:
+    def apply(g: int, slot: _Slot, move: Move, seconds: float) -> None:
         slot.game.play(move)
-        slot.searching = False
+        slot.move_seconds.append(seconds)
+        slot.searching, slot.thinking = False, 0.0
         if slot.game.outcome is None:
             for search in searches.values():
                 search.play(g, move, slot.game)
@@ -413,37 +460,41 @@ def play_match(
                     continue
                 black = slot.game.position.black_to_move
                 player = a if black == slot.a_black else b
+                started = clock()
                 legal = slot.game.legal_moves()
                 if len(legal) == 1:
-                    apply(g, slot, legal[0])
+                    move = legal[0]
                 elif isinstance(player, NetworkPlayer) and player.egdb is not None and \
                         slot.game.position.piece_count() <= player.egdb.max_pieces:
                     # As play does: a position the database holds is played from it, perfectly, unsearched.
-                    apply(g, slot, player.egdb.best_move(slot.game.position))
+                    move = player.egdb.best_move(slot.game.position)
+                elif id(player) in game_searches:
+                    move, _ = game_searches[id(player)].choose(slot.game, player.simulations, player.seconds)
                 elif isinstance(player, NetworkPlayer):
                     if not slot.searching:
                         searches[id(player)].start(g, player.simulations)
-                        if player.seconds is not None:
-                            deadlines[id(player)][g] = time.perf_counter() + player.seconds
                         slot.searching = True
                     continue
                 else:
-                    apply(g, slot, plain_move(slot, player))
+                    move = plain_move(slot, player)
+                apply(g, slot, move, clock() - started)
                 finish(g, slot)
-            for player in (a, b):
-                search = searches.get(id(player))
-                if search is None or not search.active.any():
+            for player in lockstep:
+                search = searches[id(player)]
+                if not search.active.any():
                     continue
+                started = clock()
+                in_step = np.flatnonzero(search.active)
                 search.step(player.evaluator)
-                done = search.complete()
-                if player.seconds is not None:
-                    done |= search.active & (deadlines[id(player)] <= time.perf_counter())
-                for g in np.flatnonzero(done):
+                share = (clock() - started) / len(in_step)
+                for g in in_step:
+                    slots[g].thinking += share
+                for g in np.flatnonzero(search.complete()):
                     slot = slots[g]
                     children = search.root_children(g)
                     move = children.move(children.best(), slot.game.position)
                     search.stop(g)
-                    apply(g, slot, move)
+                    apply(g, slot, move, slot.thinking)
                     finish(g, slot)
     finally:
         if bar is not None:

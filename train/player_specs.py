@@ -6,8 +6,10 @@
     policy[:NET]           the network's raw policy, no search
     mcts[:NET][:SIMS]      the network searching SIMS root visits a move (default 200), in lockstep with
                            the match's other games (train.match.NetworkPlayer)
-    mcts[:NET]:tS          the same on the clock: S seconds a move (its games are played one at a time, and
-                           it searches as `play` does: many leaves a network call, evaluations cached)
+    mcts[:NET]:tS          the same on the clock: up to S seconds a move, no cap on its simulations (its
+                           games are played one at a time, and it searches as `play` does: many leaves a
+                           network call, evaluations cached, a forced move played at once, the search
+                           stopped early once its move can no longer change)
     mcts...:db             either of those with the endgame database, as `play` uses it: its positions are
                            played from it (the largest database built, the 4-piece one built on first use)
     mcts...:dbleaves       the same, and its positions are exact leaves of the search too
@@ -35,11 +37,8 @@ from zero.config import ConfigError, with_overrides
 from zero.players import AlphaBetaPlayer, RandomPlayer
 
 DEFAULT_MCTS_SIMULATIONS = 200
-# The most root visits a move on the clock may use: it sizes the tree (16 nodes a visit, see
-# SearchConfig.nodes_per_tree), and is more than a CPU core searches in several seconds.
-MAX_TIMED_SIMULATIONS = 20_000
 SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
-             "search, default 200 simulations; mcts[:NET]:tS searches S seconds a move); NET is a checkpoint file or a run directory (its best network), "
+             "search, default 200 simulations; mcts[:NET]:tS searches up to S seconds a move); NET is a checkpoint file or a run directory (its best network), "
              "the shipped network when left out; a trailing :db plays the endgame database's positions from it, :dbleaves also "
              "makes them exact leaves of the search; a trailing :f32 runs the network in float32 instead of int8; "
              "trailing :KEY=VALUE items set that mcts player's search settings, e.g. mcts:t0.1:c_puct=2.0")
@@ -100,7 +99,7 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
             # positions it evaluated, as the engine of `play` does.
             config = _with_settings(dataclasses.replace(config, leaves_per_tree=SINGLE_GAME_LEAVES), settings, spec)
             return NetworkPlayer(f"mcts:{net or 'default'}:t{seconds:g}{tag}",
-                                 CachedEvaluator(_evaluator(net, None, precision)), MAX_TIMED_SIMULATIONS, config,
+                                 CachedEvaluator(_evaluator(net, None, precision)), None, config,
                                  seconds=seconds, egdb=egdb)
         if not budget.isdigit():
             net, budget = args, ""

@@ -11,7 +11,7 @@ import pytest
 
 from play.cli import main
 from zero.game import Game, Position
-from zero.notation import fen_to_position
+from zero.notation import fen_to_position, resolve_move
 from zero.pdn import write_game
 from play.analysis_json import analysis_json
 from play.engine import DRAW_ACCEPT_MAX_SCORE, LEVELS, Budget, Engine, EngineError, budget_for
@@ -129,3 +129,34 @@ def test_pdn_start_that_goes_on_after_the_game_ended_is_refused():
         pos = pos.play(move)
     with pytest.raises(PlayError, match="repetition"):
         new_game(kings, shuffle)
+
+
+class _CountingNetwork:
+    """The tiny network's evaluator, its calls counted (search batches and the moves-left estimate)."""
+
+    def __init__(self, evaluator) -> None:
+        self.evaluator, self.calls = evaluator, 0
+
+    def evaluate(self, planes):
+        self.calls += 1
+        return self.evaluator.evaluate(planes)
+
+    def predict(self, planes):
+        self.calls += 1
+        return self.evaluator.predict(planes)
+
+
+def test_the_engine_plays_a_forced_move_at_once_and_searches_on_from_its_tree(engine):
+    network = _CountingNetwork(engine.evaluator)
+    counted = Engine(network, engine.checkpoint, egdb=engine.egdb)
+    opening = resolve_move("11-15", Position.initial().legal_moves())
+    game = HumanGame(counted, human_black=False, budget=Budget(simulations=300), moves=[opening])
+    game.hint()  # the engine's tree, grown from White's position
+    game.play_text("22-18")  # Black (the engine) must take: 15x22 is its only legal move
+    calls = network.calls
+    move = game.engine_move()
+    assert str(move) == "15x22" and game.last_thinking is None and network.calls == calls
+    game.play_text("25x18")
+    assert counted._search._rooted_at(game.game).root_visits(0) > 0  # the tree followed the moves since
+    game.engine_move()
+    assert game.last_thinking is not None and game.last_thinking["simulations"] >= 300

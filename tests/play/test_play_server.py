@@ -304,10 +304,17 @@ class GatedEngine(Engine):
         self.searching = threading.Event()
         self.go_on = threading.Event()
 
-    def analyse(self, game, budget):
+    def _wait(self) -> None:
         self.searching.set()
         assert self.go_on.wait(60)
+
+    def analyse(self, game, budget):
+        self._wait()
         return super().analyse(game, budget)
+
+    def choose(self, game, budget):  # the engine's move: a search of its own (forced moves aside)
+        self._wait()
+        return super().choose(game, budget)
 
 
 def test_requests_that_need_no_engine_do_not_wait_on_a_search(engine):
