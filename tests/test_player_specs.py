@@ -65,31 +65,43 @@ def test_a_run_directory_names_its_best_network(tmp_path, tiny_checkpoint):
     assert player.evaluator.config == TINY
 
 
-class CountingEvaluator:
-    """Counts the network calls of a player (each search step is one)."""
+class TickingEvaluator:
+    """Counts a player's network calls (each search step is one), each taking 2 ms of a fake clock: what the
+    player does with its time does not depend on how loaded the machine is."""
 
-    def __init__(self, evaluator):
-        self.evaluator, self.calls = evaluator, 0
+    def __init__(self, evaluator, clock):
+        self.evaluator, self.clock, self.calls = evaluator, clock, 0
 
     def evaluate(self, planes):
         self.calls += 1
+        self.clock.now += 0.002
         return self.evaluator.evaluate(planes)
 
 
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
 def test_mcts_on_the_clock_searches_for_its_time_a_move(tiny_checkpoint):
-    quick = make_player(f"mcts:{tiny_checkpoint}:t0.005", seed=1)
-    slow = make_player(f"mcts:{tiny_checkpoint}:t0.05", seed=1)
-    assert (quick.name, quick.seconds) == (f"mcts:{tiny_checkpoint}:t0.005", 0.005)
+    quick = make_player(f"mcts:{tiny_checkpoint}:t0.01", seed=1)
+    slow = make_player(f"mcts:{tiny_checkpoint}:t0.1", seed=1)
+    assert (quick.name, quick.seconds) == (f"mcts:{tiny_checkpoint}:t0.01", 0.01)
     assert make_player("mcts:t0.1").name == "mcts:default:t0.1"
     openings = [Opening("9-13 21-17", ("9-13", "21-17"))]
     calls_per_move = []
     for player in (quick, slow):
-        player.evaluator = CountingEvaluator(player.evaluator)
-        result = play_match(player, make_player("ab2"), openings, parallel=4)
+        clock = FakeClock()
+        player.evaluator = TickingEvaluator(player.evaluator, clock)
+        result = play_match(player, make_player("ab2"), openings, parallel=4, clock=clock)
         assert len(result.games) == 2
-        network_moves = sum(len(g.moves) for g in result.games) // 2  # about half the moves are its own
-        calls_per_move.append(player.evaluator.calls / network_moves)
-    # Ten times the time buys several times the search (the tiny network is fast: hundreds of calls).
+        seconds = result.move_seconds()[0]
+        calls_per_move.append(player.evaluator.calls / len(seconds))
+        assert max(seconds) <= player.seconds + 0.002 + 1e-9  # never past its time by more than a call
+    # Ten times the time buys several times the search.
     assert calls_per_move[1] > 3 * calls_per_move[0], calls_per_move
     with pytest.raises(PlayerSpecError):
         make_player(f"mcts:{tiny_checkpoint}:t0")
