@@ -9,14 +9,13 @@ solved-endgame mistake rate (zero.endgame_judge).
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 from pathlib import Path
 
 from train.gating import GatingConfig
 from train.match import IllegalMoveError, MatchGame, MatchResult, mix_seed, play_match
 from train.player_specs import SPEC_HELP, PlayerSpecError, make_player
-from zero.config import atomic_write_bytes, disk_problem
+from zero.config import append_whole, atomic_write_bytes, disk_problem
 from zero.game import RulesConfig
 from zero.openings import BallotError, load_openings
 
@@ -38,19 +37,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-endgame-judge", action="store_true",
                    help="leave out each player's solved-endgame mistake rate (moves judged against the largest "
                         "endgame database built; the 4-piece one is built on first use, in seconds)")
-
-
-def _append_whole(out: io.RawIOBase, data: bytes) -> None:
-    """Appends all of `data` or, when the disk fills on the way, none of it: half a game would read as a
-    damaged one, and the games before it stay whole."""
-    end = out.tell()
-    rest = memoryview(data)
-    try:
-        while rest:
-            rest = rest[out.write(rest):]
-    except OSError:
-        out.truncate(end)
-        raise
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         def write(game: MatchGame, _result: MatchResult) -> None:
             if out is not None:
-                _append_whole(out, game.pdn(event).encode())
+                append_whole(out, game.pdn(event).encode())
 
         result = play_match(a, b, openings, RulesConfig(max_plies=args.max_plies), seed=args.seed,
                             games=args.games, parallel=args.parallel, on_game=write, progress=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing as mp
+import signal
 from collections.abc import Sequence
 
 from tqdm import tqdm
@@ -21,31 +22,52 @@ from train.match import MatchGame, MatchResult, mix_seed, play_match
 from zero.game import RulesConfig
 from zero.openings import Opening
 
-_finished = None  # in a share's process: the match-wide count of finished games, for the parent's progress
+_finished = None  # in a worker: a count of finished games shared with the parent (its progress), or None
 
 
-def _count_into(counter) -> None:
+def _start_worker(finished) -> None:
     global _finished
-    _finished = counter
-
-
-def _play_share(job: tuple) -> MatchResult:
-    spec_a, spec_b, openings, seed, rules = job
     import torch
 
+    # A player on the clock measures its own core: a second thread would take another game's.
+    torch.set_num_threads(1)
+    # Ctrl-C is the parent's to handle (it ends the pool); a worker's traceback for it would say nothing.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _finished = finished
+
+
+def worker_pool(processes: int, finished=None):
+    """A pool of `processes` spawned processes of one thread each, for play_share; `finished` (a shared
+    integer from the spawn context, mp.get_context("spawn").Value) counts the games they finish."""
+    return mp.get_context("spawn").Pool(processes, initializer=_start_worker, initargs=(finished,))
+
+
+@dataclasses.dataclass(frozen=True)
+class Share:
+    """Players given as train.player_specs specs play `openings`, each with both colours (A as Black first)."""
+
+    spec_a: str
+    spec_b: str
+    openings: list[Opening]
+    seed: int  # the match seed (game k's is mix_seed(seed, k)); the players take mix_seed(seed, 0) and (seed, 1)
+    rules: RulesConfig = RulesConfig()
+
+
+def play_share(share: Share) -> MatchResult:
+    """A share's games, played in this process (a worker_pool process) one game at a time."""
     from train.gating import GatingConfig
     from train.player_specs import make_player
 
-    torch.set_num_threads(1)
     search = GatingConfig().search
-    a = make_player(spec_a, seed=mix_seed(seed, 0), search=search)
-    b = make_player(spec_b, seed=mix_seed(seed, 1), search=search)
+    a = make_player(share.spec_a, seed=mix_seed(share.seed, 0), search=search)
+    b = make_player(share.spec_b, seed=mix_seed(share.seed, 1), search=search)
 
     def count(_game: MatchGame, _result: MatchResult) -> None:
         with _finished.get_lock():
             _finished.value += 1
 
-    return play_match(a, b, openings, rules, seed=seed, parallel=1, on_game=count)
+    return play_match(a, b, share.openings, share.rules, seed=share.seed, parallel=1,
+                      on_game=None if _finished is None else count)
 
 
 def play_split_match(spec_a: str, spec_b: str, openings: Sequence[Opening], processes: int, seed: int = 0,
@@ -57,11 +79,10 @@ def play_split_match(spec_a: str, spec_b: str, openings: Sequence[Opening], proc
     n = len(openings)
     bounds = [round(k * n / processes) for k in range(processes + 1)]
     shares = [(bounds[k], bounds[k + 1]) for k in range(processes) if bounds[k] < bounds[k + 1]]
-    ctx = mp.get_context("spawn")
-    counter = ctx.Value("i", 0)
-    jobs = [(spec_a, spec_b, list(openings[first:last]), seed, rules) for first, last in shares]
-    with ctx.Pool(len(jobs), initializer=_count_into, initargs=(counter,)) as pool:
-        pending = pool.map_async(_play_share, jobs)
+    counter = mp.get_context("spawn").Value("i", 0)
+    jobs = [Share(spec_a, spec_b, list(openings[first:last]), seed, rules) for first, last in shares]
+    with worker_pool(len(jobs), counter) as pool:
+        pending = pool.map_async(play_share, jobs)
         with tqdm(total=2 * n, desc=f"{spec_a} vs {spec_b}", unit=" games", disable=not progress,
                   dynamic_ncols=True) as bar:
             while not pending.ready():

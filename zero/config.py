@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import errno
 import hashlib
+import io
 import json
 import math
 import os
@@ -81,12 +82,17 @@ def setting(default: Any = dataclasses.MISSING, *, default_factory: Any = datacl
 def check_settings(cfg: Any, prefix: str = "") -> None:
     """Refuse, with a ConfigError naming the setting and what it allows, a float that is not finite (no
     setting means NaN or infinity, and either passes every comparison a range check makes, or none) and a
-    value outside its field's Limits; nested settings are checked as `prefix.section.key`."""
+    value outside its field's Limits; nested settings are checked as `prefix.section.key`, and the tables of
+    a list of settings as `prefix.key[i].field`."""
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
         where = f"{prefix}.{f.name}" if prefix else f.name
         if dataclasses.is_dataclass(value):
             check_settings(value, where)
+            continue
+        if isinstance(value, list) and value and all(dataclasses.is_dataclass(item) for item in value):
+            for i, item in enumerate(value):  # a TOML array of tables
+                check_settings(item, f"{where}[{i}]")
             continue
         limits = f.metadata.get("limits")
         if isinstance(value, float) and not math.isfinite(value):
@@ -310,6 +316,19 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             tmp.unlink()
         if isinstance(exc, OSError) and exc.filename is None:
             exc.filename = str(path)  # a failed write() names no file; the user needs to know which one
+        raise
+
+
+def append_whole(out: io.RawIOBase, data: bytes) -> None:
+    """Append all of `data` to an unbuffered file or, when the disk fills on the way, none of it: a record
+    cut in half would read as a damaged one, and the records before it stay whole."""
+    end = out.tell()
+    rest = memoryview(data)
+    try:
+        while rest:
+            rest = rest[out.write(rest):]
+    except OSError:
+        out.truncate(end)
         raise
 
 
