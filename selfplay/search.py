@@ -44,7 +44,9 @@ class SearchConfig:
     reuse_tree: bool = True  # keep the played move's subtree for the next search
     # A position where a capture is pending (captures are compulsory) is expanded without a network call,
     # its captures taking equal priors, and the descent goes on: the network judges the quiet positions
-    # after an exchange, where a static value is reliable, and shots a few plies deep reach the root.
+    # after an exchange, where a static value is reliable, and shots a few plies deep reach the root. Off
+    # by default: at 0.1 s a move it measured -1 Elo (-26 .. +23) against the same player without
+    # (benchmarks/RESULTS.md), though it finds shots a material-only value misses.
     resolve_captures: bool = False
     # Positions an endgame database holds as exact leaves below the root, when the search is given one.
     # Off by default: at 0.1 s a move it measured -44 Elo (-67 .. -21) against the same player without
