@@ -171,8 +171,9 @@ def test_a_search_keeps_its_table_and_gets_the_same_score_again():
     pos = random_position(11, 16)
     p = ClassicalPlayer(seconds=10.0, evaluation=EVAL, tt_bits=14)  # on the clock: the table is kept
     # Fixed-depth iterations through the player's own state, with the previous searches' entries in place.
-    first = p._iteration(pos, 6, np.arange(len(pos.legal_moves()), dtype=np.int64), 1 << 40)
-    again = p._iteration(pos, 6, np.arange(len(pos.legal_moves()), dtype=np.int64), 1 << 40)
+    order = np.arange(len(pos.legal_moves()), dtype=np.int64)
+    first = p._iteration(pos, 6, order, 1 << 40)
+    again = p._iteration(pos, 6, order, 1 << 40)
     assert first[0] == again[0] == player(6).search(pos)[1]
 
 
@@ -183,6 +184,24 @@ def test_the_player_finds_the_quickest_win_and_plays_a_forced_move_at_once(egdb4
         assert str(move) == "6-1" and score == ck.WIN_SCORE - 1
     forced = Game(start=fen_to_position("W:W21,28,32:BK4,17"))
     assert str(player(6).choose(forced)) == "21x14"
+
+
+def test_a_move_back_to_a_position_of_the_game_scores_as_a_draw():
+    from zero.classical import repetitions
+
+    game = Game(start=fen_to_position("B:W12,K29:BK1,K3"))
+    for move in ("1-6", "29-25", "6-1", "25-29"):
+        game.play(next(m for m in game.legal_moves() if str(m) == move))
+    legal = game.legal_moves()
+    flags = repetitions(game, legal)
+    assert [str(m) for m, f in zip(legal, flags) if f] == ["1-6"]
+    for depth in (1, 2, 3):
+        _, score, _ = player(depth).search(game)
+        expected = max(0 if f else -ref.minimax(game.position.play(m), depth - 1, EVAL.weights, ply=1)
+                       for m, f in zip(legal, flags))
+        assert score == expected
+        # A position alone has no history: the same move is searched.
+        assert player(depth).search(game.position)[1] == ref.minimax(game.position, depth, EVAL.weights)
 
 
 def test_a_fixed_depth_player_is_reproducible_per_seed():

@@ -101,6 +101,15 @@ def _rng(seed: int, game_seed: int | None) -> np.random.Generator:
     return np.random.default_rng(seed if game_seed is None else [seed, game_seed])
 
 
+def repetitions(game: Game, legal: list[Move]) -> np.ndarray:
+    """For each legal move (1 or 0): whether it leads back to a position of the game since its last
+    irreversible move (capture or man move), with the same side to move."""
+    window = game.no_progress[-1]
+    earlier = {game.positions[-1 - back] for back in range(1, window + 1, 2)}
+    pos = game.position
+    return np.array([int(not pos.is_irreversible(m) and pos.play(m) in earlier) for m in legal], dtype=np.int64)
+
+
 class ClassicalPlayer:
     """The classical engine as a player: to a fixed depth or on the clock (`seconds` a move), always by
     iterative deepening, each iteration searching the previous one's best move first (from the table).
@@ -146,20 +155,27 @@ class ClassicalPlayer:
     def reset(self, seed: int) -> None:
         self._rng = _rng(self.seed, seed)
 
-    def _iteration(self, pos: Position, depth: int, order: np.ndarray, max_nodes: int) -> tuple[int, int, bool]:
+    def _iteration(self, pos: Position, depth: int, order: np.ndarray, max_nodes: int,
+                   draws: np.ndarray | None = None) -> tuple[int, int, bool]:
         s = self._state
         s["counters"][ck.C_MAX_NODES] = min(s["counters"][ck.C_NODES] + max_nodes, _UNLIMITED_NODES)
+        if draws is None:
+            draws = np.zeros(len(order), dtype=np.int64)
         score, row, complete = ck.search_root(
-            pos.black, pos.white, pos.kings, pos.black_to_move, depth, order, s["frames"], s["moves"], s["order"], s["rows"],
-            s["tt"], s["killers"], s["history"], s["counters"], self.evaluation.weights, s["scratch"], self._tables)
+            pos.black, pos.white, pos.kings, pos.black_to_move, depth, order, draws, s["frames"], s["moves"],
+            s["order"], s["rows"], s["tt"], s["killers"], s["history"], s["counters"], self.evaluation.weights,
+            s["scratch"], self._tables)
         return int(score), int(row), bool(complete)
 
     def search(self, game: Game | Position) -> tuple[Move, int, int]:
-        """(best move, its score for the side to move, nodes visited)."""
+        """(best move, its score for the side to move, nodes visited). Given a Game, a move back to a position
+        the game has been in (since its last capture or man move) scores as a draw: a side ahead avoids the
+        repetitions that would draw the game, a side behind seeks them."""
         pos = game.position if isinstance(game, Game) else game
         legal = pos.legal_moves()
         if not legal:
             raise ValueError(f"no legal move in {pos}")
+        draws = repetitions(game, legal) if isinstance(game, Game) else np.zeros(len(legal), dtype=np.int64)
         s = self._state
         counters = s["counters"]
         counters[ck.C_NODES] = 0
@@ -180,7 +196,7 @@ class ClassicalPlayer:
                 if now >= deadline:
                     break
                 budget = max(1, int((deadline - now) * counters[ck.C_NODES] / max(now - start, 1e-6)))
-            score, row, complete = self._iteration(pos, depth, order, budget)
+            score, row, complete = self._iteration(pos, depth, order, budget, draws)
             if row >= 0:
                 best_row, best_score, self.last_depth = row, score, depth
             if self.seconds is not None and (not complete or abs(best_score) > ck.WIN_THRESHOLD):

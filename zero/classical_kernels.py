@@ -437,8 +437,8 @@ def _leave(ply, btm, frames, tt, counters):
 
 
 @njit(cache=True)
-def search_root(black, white, kings, black_to_move, depth, root_order, frames, moves, order, rows, tt, killers,
-                history, counters, weights, scratch, tables):
+def search_root(black, white, kings, black_to_move, depth, root_order, root_draws, frames, moves, order, rows, tt,
+                killers, history, counters, weights, scratch, tables):
     """One iteration: the score of the position to `depth` (module doc) by fail-soft principal-variation
     alpha-beta with a full window at the root, stopping once counters[C_NODES] reaches counters[C_MAX_NODES].
 
@@ -447,7 +447,9 @@ def search_root(black, white, kings, black_to_move, depth, root_order, frames, m
     (MAX_PLY, MAX_MOVES): each ply's moves, their ordering keys and the order they are searched in. tt
     (size: a power of two, TT_FIELDS), killers (MAX_PLY, 2) as from * 32 + to, history (2, 32, 32),
     counters (COUNTERS): the search's state. root_order: the root's moves (rows of generate()'s order) in
-    the order to try them after the hash move.
+    the order to try them after the hash move. root_draws[row] != 0: that root move repeats a position of
+    the game and scores as a draw, unsearched (the game's history is the root's alone: inside the tree a
+    position's value stays independent of its path, and the root, whose value then is not, is not stored).
 
     Returns (score for the side to move, the best root move's row or -1, complete). A search stopped early
     returns the best of the root moves it finished (row -1 when none).
@@ -473,6 +475,10 @@ def search_root(black, white, kings, black_to_move, depth, root_order, frames, m
             settled, value = _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, history,
                                     counters, weights, scratch, tables)
             step = _RETURN if settled else _NEXT
+            if ply == 0 and not settled:
+                for row in range(frames[0, P_COUNT]):
+                    if root_draws[row]:
+                        frames[0, P_USE_TT] = 0
         elif step == _NEXT:
             f = frames[ply]
             k = f[P_NEXT]
@@ -487,9 +493,12 @@ def search_root(black, white, kings, black_to_move, depth, root_order, frames, m
                 seq[k], seq[top] = seq[top], seq[k]
                 f[P_ROW] = seq[k]
                 f[P_NEXT] = k + 1
-                _open_child(ply, btm, frames, moves, k == 0)
-                ply += 1
-                step = _ENTER
+                if ply == 0 and root_draws[seq[k]]:
+                    _child_done(0, btm, 0, frames, moves, killers, history, counters)  # (no cut: beta is infinite)
+                else:
+                    _open_child(ply, btm, frames, moves, k == 0)
+                    ply += 1
+                    step = _ENTER
             else:
                 value = _leave(ply, btm, frames, tt, counters)
                 step = _RETURN
