@@ -127,7 +127,7 @@ class ClassicalPlayer:
     """
 
     def __init__(self, depth: int | None = None, seed: int = 0, seconds: float | None = None,
-                 evaluation: ClassicalEval | None = None, egdb: Egdb | None = None, tt_bits: int = 20,
+                 evaluation: ClassicalEval | None = None, egdb: Egdb | None = None, tt_bits: int = 18,
                  use_tt: bool = True, use_ordering: bool = True) -> None:
         if (depth is None) == (seconds is None):
             raise ValueError("the classical engine takes a depth or a time per move, not both")
