@@ -41,7 +41,9 @@ from numba import njit
 
 from zero.bitboard import FULL, ROW0, ROW7, lowest_bit_index, popcount, rc_square, square_rc, step, step_back
 from zero.egdb import DRAW_CODE, MAX_DISTANCE, flip, probe_code
-from zero.movegen import BUFFER_ROWS, F_CAPTURED, F_FROM, F_TO, MAX_MOVES, MOVE_FIELDS, can_capture, generate, make
+from zero.movegen import (
+    BUFFER_ROWS, F_CAPTURED, F_FROM, F_TO, MAX_MOVES, MOVE_FIELDS, can_capture, count_moves, generate, make,
+)
 
 # ---- features -----------------------------------------------------------------------------------------
 
@@ -300,6 +302,17 @@ FRAME_FIELDS = 16
 _ENTER, _NEXT, _RETURN = 0, 1, 2
 
 
+@njit(cache=True, inline="always")
+def _quiet_value(black, white, kings, btm, ply, counters, weights, scratch, tables):
+    """A quiet leaf's score: the database's where it holds the position, else the evaluation."""
+    if tables.max_pieces > 0:
+        value = database_value(black, white, kings, btm, ply, tables)
+        if value != INFINITY:
+            counters[C_DB_HITS] += 1
+            return value
+    return evaluate(black, white, kings, btm, weights, scratch)
+
+
 @njit(cache=True)
 def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, history, counters, weights, scratch,
            tables):
@@ -313,18 +326,20 @@ def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, histor
         counters[C_ABORTED] = 1
         return True, 0
     buf = moves[ply]
+    if ply > 0 and depth <= 0 and not can_capture(black, white, kings, btm):
+        # A quiet leaf: counting its moves (a few popcounts) is all it needs of them.
+        if count_moves(black, white, kings, btm, True, buf) == 0:
+            return True, -(WIN_SCORE - ply)
+        return True, _quiet_value(black, white, kings, btm, ply, counters, weights, scratch, tables)
     n = generate(black, white, kings, btm, True, buf)
     if n == 0:
         return True, -(WIN_SCORE - ply)
     capture = buf[0, F_CAPTURED] != 0
-    if not capture and ply > 0:
-        if tables.max_pieces > 0:
-            value = database_value(black, white, kings, btm, ply, tables)
-            if value != INFINITY:
-                counters[C_DB_HITS] += 1
-                return True, value
-        if depth <= 0:
-            return True, evaluate(black, white, kings, btm, weights, scratch)
+    if not capture and ply > 0 and tables.max_pieces > 0:
+        value = database_value(black, white, kings, btm, ply, tables)
+        if value != INFINITY:
+            counters[C_DB_HITS] += 1
+            return True, value
 
     use_tt = counters[C_USE_TT] != 0 and depth > 0
     hash_row = -1
