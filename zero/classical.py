@@ -116,7 +116,8 @@ class ClassicalPlayer:
 
     Ties between root moves are broken at random (seeded, reseeded by `reset` as the match runner does).
     A fixed-depth player starts every search with an empty table (a new generation of its entries), so its
-    move is a function of the position and the seed, as a calibrated yardstick's must be; one on the clock
+    move is a function of the game (its position, and the positions since its last capture or man move,
+    for the repetitions) and the seed, as a calibrated yardstick's must be; one on the clock
     keeps its table from move to move (every entry is exact for its depth, so keeping it is sound) and, as
     AlphaBetaPlayer on the clock, is as reproducible as the clock: each iteration may visit as many nodes as
     the time left allows at the rate measured so far, and the move is the best of the deepest iteration

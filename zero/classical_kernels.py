@@ -20,7 +20,8 @@ Search. score(position, depth) for the side to move, negamax:
   - otherwise the best child, one ply less deep. At depth <= 0 every move is a capture (they are
     compulsory), so this is the quiescence search: an exchange is played out until no capture is pending.
 Draw rules (repetition, no progress) are not seen inside the tree, so a position's value does not depend
-on the path to it; that is what makes the transposition table exact.
+on the path to it; that is what makes the transposition table exact. Only at the root does the game's
+history count: a root move back to a position of the game scores as a draw (search_root's root_draws).
 
 Alpha-beta finds that score with: principal-variation search (null windows after the first move),
 iterative deepening (the caller: zero.classical), a transposition table (entries keyed by the whole
@@ -30,8 +31,9 @@ deeper or shallower entries still give their move first), and move ordering (has
 pieces taken, two killer moves a ply, the history heuristic). Both the table and the ordering can be
 switched off (use_tt, use_ordering) to show that they change nothing but the speed.
 
-The search is iterative with an explicit stack (search_root says how it maps onto the recursion): numba
-cannot cache a self-recursive function, and compiling one afresh costs every process many seconds.
+The search is iterative with an explicit stack (search_root says how it maps onto the recursion): a
+self-recursive kernel crashed when numba loaded it from its cache (numba 0.68), and compiling one afresh
+costs every process many seconds.
 """
 
 from __future__ import annotations
@@ -457,8 +459,7 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
     """One iteration: the score of the position to `depth` (module doc) by fail-soft principal-variation
     alpha-beta with a full window at the root, stopping once counters[C_NODES] reaches counters[C_MAX_NODES].
 
-    frames (MAX_PLY, FRAME_FIELDS): the explicit stack (numba's self-recursion cannot be cached, and this
-    search runs in every match process). moves (MAX_PLY, BUFFER_ROWS, MOVE_FIELDS), order and rows
+    frames (MAX_PLY, FRAME_FIELDS): the explicit stack (see the module doc). moves (MAX_PLY, BUFFER_ROWS, MOVE_FIELDS), order and rows
     (MAX_PLY, MAX_MOVES): each ply's moves, their ordering keys and the order they are searched in. tt
     (size: a power of two, TT_FIELDS), killers (MAX_PLY, 2) as from * 32 + to, history (2, 32, 32),
     counters (COUNTERS): the search's state. root_order: the root's moves (rows of generate()'s order) in
