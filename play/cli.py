@@ -13,7 +13,7 @@ from types import ModuleType
 
 from play import analyze, engine_cli, review_cli, server, terminal
 from selfplay import replay_cli, selfplay_cli
-from train import loop_cli, match_cli, pretrain_cli, ratings_cli, report_cli, ship_cli, tune_cli
+from train import classical_cli, loop_cli, match_cli, pretrain_cli, ratings_cli, report_cli, ship_cli, tune_cli
 from zero import egdb_cli, pdn_cli, perft
 from zero.config import disk_problem
 
@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[ModuleType, str]] = {
     "match": (match_cli, "play a ballot match between two players (network players in lockstep)"),
     "ship": (ship_cli, "play a candidate against the shipped network; ship it only if it proves stronger"),
     "tune": (tune_cli, "SPSA tuning of the search constants by the network playing itself on the clock"),
+    "classical": (classical_cli, "the classical engine (a yardstick): fit its evaluation on the OCA games' results"),
     "ratings": (ratings_cli, "Elo table of a run's checkpoints against the yardsticks, with a plot"),
     "report": (report_cli, "training quality per checkpoint: losses, policy entropy and KL, value calibration"),
     "play": (terminal, "play against a checkpoint in the terminal"),

@@ -135,3 +135,22 @@ def test_sprt_all_draws_rejects_and_cap_decides():
 def test_elo_score_inverse():
     for elo in (-300, -50, 0, 50, 300):
         assert abs(elo_from_score(expected_score(elo)) - elo) < 1e-6
+
+
+def test_the_classical_engine_tops_the_yardstick_ladder_in_the_table_and_plot(tmp_path):
+    from train.player_specs import make_player
+    from train.ratings import YARDSTICKS
+
+    assert YARDSTICKS[-1].startswith("classical:") and YARDSTICKS[-2] == "alphabeta:12"
+    top = make_player(YARDSTICKS[-1])
+    assert top.name == YARDSTICKS[-1] and top.depth is not None  # fixed depth, as every yardstick is
+    rng = random.Random(3)
+    table = RatingsTable()
+    for name in YARDSTICKS:
+        table.add_player(PlayerInfo(name, "yardstick"))
+    for weaker, stronger in zip(YARDSTICKS, YARDSTICKS[1:]):
+        simulate(table, stronger, weaker, 200, 24, rng)
+    fit = table.fit()
+    assert fit[YARDSTICKS[-1]].elo > fit["alphabeta:12"].elo
+    assert YARDSTICKS[-1] in format_table(table)
+    assert plot(table, tmp_path / "ratings.png").stat().st_size > 0

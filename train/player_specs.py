@@ -3,6 +3,10 @@
     random                 uniformly random legal moves
     alphabeta:N, abN       alpha-beta over material, N plies deep
     alphabeta:tS           the same on the clock: S seconds a move, by iterative deepening
+    classical:N            the classical engine (zero.classical: alpha-beta with a transposition table,
+                           quiescence and an evaluation fitted on the OCA games), N plies deep, with the
+                           4-piece endgame database's values (built on first use, seconds)
+    classical:tS           the same on the clock: S seconds a move, by iterative deepening
     policy[:NET]           the network's raw policy, no search
     mcts[:NET][:SIMS]      the network searching SIMS root visits a move (default 200), in lockstep with
                            the match's other games (train.match.NetworkPlayer)
@@ -37,7 +41,8 @@ from zero.config import ConfigError, with_overrides
 from zero.players import AlphaBetaPlayer, RandomPlayer
 
 DEFAULT_MCTS_SIMULATIONS = 200
-SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
+SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), classical:N or classical:tS "
+             "(the classical engine: table, quiescence, fitted evaluation), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
              "search, default 200 simulations; mcts[:NET]:tS searches up to S seconds a move); NET is a checkpoint file or a run directory (its best network), "
              "the shipped network when left out; a trailing :db plays the endgame database's positions from it, :dbleaves also "
              "makes them exact leaves of the search; a trailing :f32 runs the network in float32 instead of int8; "
@@ -72,6 +77,8 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
             raise PlayerSpecError(f"alpha-beta needs a depth of at least 1 ply (e.g. alphabeta:6 or ab6) or a time "
                                   f"(alphabeta:t0.1), got {args!r}")
         return AlphaBetaPlayer(int(args), seed=seed)
+    if name == "classical":
+        return _classical(args, seed)
     args, settings = _search_settings(args)
     args, options = _trailing_options(args)
     precision = "float32" if "f32" in options else "auto"
@@ -115,6 +122,29 @@ def clock_search(search: SearchConfig | None = None) -> SearchConfig:
     """The search settings of an mcts player on the clock, before its spec's own: `search` (or the defaults)
     with the leaves a network call of a game searched alone (its games are played one at a time)."""
     return dataclasses.replace(search or SearchConfig(), leaves_per_tree=SINGLE_GAME_LEAVES)
+
+
+def _classical(args: str, seed: int) -> MatchPlayer:
+    from zero.classical import EvalFileError, ClassicalPlayer
+    from zero.classical_kernels import MAX_DEPTH
+    from zero.egdb_build import QUICK_PIECES, ensure_built
+
+    if args.startswith("t"):
+        seconds = _seconds(args[1:])
+        if seconds is None:
+            raise PlayerSpecError(f"the classical engine on the clock needs a positive time, e.g. classical:t0.1, "
+                                  f"got {args!r}")
+        depth = None
+    elif args.isdigit() and 1 <= int(args) <= MAX_DEPTH:
+        seconds, depth = None, int(args)
+    else:
+        raise PlayerSpecError(f"the classical engine needs a depth of 1 to {MAX_DEPTH} plies (e.g. classical:8) or "
+                              f"a time (classical:t0.1), got {args!r}")
+    try:
+        # The 4-piece database on every machine, so that classical:N plays the same moves everywhere.
+        return ClassicalPlayer(depth, seed=seed, seconds=seconds, egdb=ensure_built(QUICK_PIECES))
+    except EvalFileError as exc:
+        raise PlayerSpecError(str(exc)) from None
 
 
 def _seconds(text: str) -> float | None:

@@ -88,6 +88,16 @@ def split_of(moves_text: str, cfg: DatasetConfig) -> int:
     return TRAIN
 
 
+def game_key(game: PdnGame) -> str:
+    """The text a game's split and duplicate group are decided by: its start and its moves."""
+    return f"{game.start}\n{' '.join(str(m) for m in game.moves)}"
+
+
+def split_of_game(game: PdnGame, cfg: DatasetConfig) -> int:
+    """TRAIN, VAL or TEST for a game read from PDN: the side the dataset puts it on."""
+    return split_of(game_key(game), cfg)
+
+
 @njit(cache=True)
 def game_rows(black, white, kings, black_to_move, frm, to, captured, winner, out, row0):
     """Replay one game's moves (bits frm[i] -> to[i] capturing captured[i]) from the start position and
@@ -169,16 +179,14 @@ def _collect_games(pdn: Path, cfg: DatasetConfig, progress: bool) -> tuple[list[
         if not item.moves:
             skipped["no_moves"] += 1
             continue
-        start_fen = str(item.start)
-        moves_text = " ".join(str(m) for m in item.moves)
-        key = hashlib.sha256(f"{start_fen}\n{moves_text}".encode()).digest()
+        key = hashlib.sha256(game_key(item).encode()).digest()
         group = groups.setdefault(key, len(groups))
         games.append(_GameMoves(
             index=item.index, start=item.start,
             frm=np.array([m.from_square - 1 for m in item.moves], dtype=np.int64),
             to=np.array([m.to_square - 1 for m in item.moves], dtype=np.int64),
             captured=np.array([m.captured for m in item.moves], dtype=np.int64),
-            winner=RESULT_OF_PDN[item.result], split=split_of(f"{start_fen}\n{moves_text}", cfg), group=group,
+            winner=RESULT_OF_PDN[item.result], split=split_of_game(item, cfg), group=group,
         ))
     return games, {"skipped": skipped, "first_errors": first_errors}
 
