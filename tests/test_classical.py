@@ -17,6 +17,7 @@ from zero.classical import DEFAULT_EVAL, ClassicalEval, ClassicalPlayer, EvalFil
 from zero.egdb_build import ensure_built
 from zero.game import Game, Position
 from zero.notation import fen_to_position
+from positions import ENDGAMES as BASE_ENDGAMES, random_position
 
 EVAL = load_eval()
 
@@ -25,25 +26,7 @@ def player(depth: int, **kw) -> ClassicalPlayer:
     return ClassicalPlayer(depth, evaluation=kw.pop("evaluation", EVAL), tt_bits=12, **kw)
 
 
-def random_position(seed: int, plies: int) -> Position:
-    """A position reached by random play from the start (fewer than `plies` if the game ends first)."""
-    rng = random.Random(seed)
-    pos = Position.initial()
-    for _ in range(plies):
-        moves = pos.legal_moves()
-        if not moves:
-            break
-        pos = pos.play(rng.choice(moves))
-    return pos
-
-
-ENDGAMES = [
-    "B:W21,28,32:BK4,14",
-    "W:WK10,K19,27:BK14,23",
-    "B:W12,14,15,29:B2,7,13",
-    "W:W5,K30:BK6,K27,3",
-    "B:W18,K26,31:B9,K14,22",
-]
+ENDGAMES = BASE_ENDGAMES + ["B:W18,K26,31:B9,K14,22"]
 
 
 @pytest.fixture(scope="module")

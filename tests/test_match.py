@@ -14,7 +14,7 @@ from train.match import (
 )
 from train.match_cli import add_arguments, run
 from zero.openings import BallotError, Opening, load_openings
-from zero.players import AlphaBetaPlayer, RandomPlayer
+from zero.players import AlphaBetaPlayer, RandomPlayer, SearchingPlayer
 
 OPENINGS = [Opening("9-13 21-17 5-9", ("9-13", "21-17", "5-9")), Opening("11-15 23-19 8-11", ("11-15", "23-19", "8-11"))]
 
@@ -341,3 +341,26 @@ def test_network_players_times_a_move_on_the_clock_and_in_lockstep():
     assert max(timed_seconds) <= 0.02 + 0.001 + 1e-9
     assert 0 < max(fixed_seconds) <= 16 * 0.001 + 1e-9
     assert "time per move: timed: mean" in result.summary() and "; fixed: mean" in result.summary()
+
+
+class _CompilingSearcher(SearchingPlayer):
+    """A searching yardstick whose first search takes 10 s of a fake clock (its kernels compiling), and every
+    later one 0.05 s."""
+
+    def __init__(self, clock: _FakeClock) -> None:
+        self.name, self.clock, self.searches = "compiling", clock, 0
+        self.random = RandomPlayer(4)
+
+    def search(self, game):
+        self.clock.now += 10.0 if self.searches == 0 else 0.05
+        self.searches += 1
+        return self.random.choose(game), 0, 1
+
+
+def test_a_yardstick_is_warmed_up_before_its_first_moves_clock():
+    # classical:t0.1 once showed a longest move of 16 s in a 288-game match: its first search compiling.
+    clock = _FakeClock()
+    player = _CompilingSearcher(clock)
+    result = play_match(player, _Deliberate("quick", clock, 0.25, 2), OPENINGS[:1], RulesConfig(max_plies=30),
+                        clock=clock)
+    assert player.searches > 1 and max(result.move_seconds()[0]) == pytest.approx(0.05)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +11,7 @@ from zero.notation import fen_to_position
 from zero.players import (
     KING_VALUE, MAN_VALUE, WIN_SCORE, AlphaBetaPlayer, RandomPlayer, alphabeta_search,
 )
+from positions import ENDGAMES, random_position
 
 
 def reference_material(pos: Position) -> int:
@@ -35,24 +34,6 @@ def reference_minimax(pos: Position, depth: int, ply: int = 0) -> int:
     return max(-reference_minimax(pos.play(mv), depth - 1, ply + 1) for mv in moves)
 
 
-def random_position(seed: int, plies: int) -> Position:
-    """A position reached by random play from the start (fewer than `plies` if the game ends first)."""
-    rng = random.Random(seed)
-    pos = Position.initial()
-    for _ in range(plies):
-        moves = pos.legal_moves()
-        if not moves:
-            break
-        pos = pos.play(rng.choice(moves))
-    return pos
-
-
-ENDGAMES = [
-    "B:W21,28,32:BK4,14",
-    "W:WK10,K19,27:BK14,23",
-    "B:W12,14,15,29:B2,7,13",
-    "W:W5,K30:BK6,K27,3",
-]
 
 
 @pytest.mark.parametrize("fen", ENDGAMES)

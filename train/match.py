@@ -376,6 +376,9 @@ def play_match(
         parallel = 1
     for player in timed:
         warm_up(player.evaluator, player.config, rules, player.egdb)  # before its first move's clock
+    for player in (a, b):
+        if hasattr(player, "warm_up"):  # a yardstick's kernels, compiled or loaded before any clock
+            player.warm_up()
     for player in lockstep:
         if player.simulations is None:
             raise ValueError(f"{player.name}: a network player needs simulations, a time a move or both")

@@ -25,6 +25,7 @@ import numpy as np
 from zero import classical_kernels as ck
 from zero.egdb import Egdb, no_tables
 from zero.game import Game, Move, Position
+from zero.players import SearchingPlayer, player_rng
 
 DEFAULT_EVAL = Path(__file__).resolve().parent.parent / "checkpoints" / "classical_eval.json"
 EVAL_FORMAT = "checkers-zero-classical-eval"
@@ -97,10 +98,6 @@ def features_of(position: Position) -> dict[str, int]:
     return dict(zip(ck.FEATURES, out.tolist()))
 
 
-def _rng(seed: int, game_seed: int | None) -> np.random.Generator:
-    return np.random.default_rng(seed if game_seed is None else [seed, game_seed])
-
-
 def repetitions(game: Game, legal: list[Move]) -> np.ndarray:
     """For each legal move (1 or 0): whether it leads back to a position of the game since its last
     irreversible move (capture or man move), with the same side to move."""
@@ -110,7 +107,7 @@ def repetitions(game: Game, legal: list[Move]) -> np.ndarray:
     return np.array([int(not pos.is_irreversible(m) and pos.play(m) in earlier) for m in legal], dtype=np.int64)
 
 
-class ClassicalPlayer:
+class ClassicalPlayer(SearchingPlayer):
     """The classical engine as a player: to a fixed depth or on the clock (`seconds` a move), always by
     iterative deepening, each iteration searching the previous one's best move first (from the table).
 
@@ -143,7 +140,7 @@ class ClassicalPlayer:
         self.evaluation = evaluation if evaluation is not None else load_eval()
         self.egdb = egdb
         self._tables = egdb.tables if egdb is not None else no_tables()
-        self._rng = _rng(seed, None)
+        self._rng = player_rng(seed, None)
         self._state = ck.new_state(tt_bits)
         counters = self._state["counters"]
         counters[ck.C_USE_TT] = int(use_tt)
@@ -154,7 +151,7 @@ class ClassicalPlayer:
         self.last_depth = 0  # depth of the iteration the last move came from
 
     def reset(self, seed: int) -> None:
-        self._rng = _rng(self.seed, seed)
+        self._rng = player_rng(self.seed, seed)
 
     def _iteration(self, pos: Position, depth: int, order: np.ndarray, max_nodes: int,
                    draws: np.ndarray | None = None) -> tuple[int, int, bool]:
@@ -203,10 +200,3 @@ class ClassicalPlayer:
             if self.seconds is not None and (not complete or abs(best_score) > ck.WIN_THRESHOLD):
                 break  # out of time, or a forced result: a deeper search would only change its distance
         return legal[best_row], best_score, int(counters[ck.C_NODES])
-
-    def choose(self, game: Game) -> Move:
-        legal = game.legal_moves()
-        if len(legal) == 1:
-            return legal[0]
-        move, self.last_score, self.last_nodes = self.search(game)
-        return move

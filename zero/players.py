@@ -28,7 +28,8 @@ class Player(Protocol):
     `choose` gets the whole game (position, history, legal moves) and must return one of
     `game.legal_moves()`. A player may also define `reset(seed: int) -> None`: the match runner calls it at
     the start of every game with that game's seed, and a player with randomness reseeds from it, so a game
-    is a pure function of its inputs and seed (games can then be played in any order or in parallel).
+    is a pure function of its inputs and seed (games can then be played in any order or in parallel). And
+    `warm_up() -> None`: the match runner calls it once before the first move's clock starts.
     """
 
     name: str
@@ -36,7 +37,7 @@ class Player(Protocol):
     def choose(self, game: Game) -> Move: ...
 
 
-def _rng(seed: int, game_seed: int | None) -> np.random.Generator:
+def player_rng(seed: int, game_seed: int | None) -> np.random.Generator:
     return np.random.default_rng(seed if game_seed is None else [seed, game_seed])
 
 
@@ -46,10 +47,10 @@ class RandomPlayer:
     def __init__(self, seed: int = 0) -> None:
         self.name = "random"
         self.seed = seed
-        self._rng = _rng(seed, None)
+        self._rng = player_rng(seed, None)
 
     def reset(self, seed: int) -> None:
-        self._rng = _rng(self.seed, seed)
+        self._rng = player_rng(self.seed, seed)
 
     def choose(self, game: Game) -> Move:
         legal = game.legal_moves()
@@ -192,7 +193,27 @@ MAX_TIMED_DEPTH = 40
 _UNLIMITED_NODES = 1 << 62
 
 
-class AlphaBetaPlayer:
+class SearchingPlayer:
+    """A player whose move is its `search(game) -> (move, score, nodes)`'s; a forced move is played
+    unsearched. Keeps the last search's score and nodes in last_score and last_nodes (benchmarks read them)."""
+
+    def search(self, game: Game) -> tuple[Move, int, int]:
+        raise NotImplementedError
+
+    def warm_up(self) -> None:
+        """Search the start position once, before any clock starts: numba compiles the search's kernels on
+        their first call (or loads them from its cache), which takes longer than many moves' time."""
+        self.search(Game())
+
+    def choose(self, game: Game) -> Move:
+        legal = game.legal_moves()
+        if len(legal) == 1:
+            return legal[0]
+        move, self.last_score, self.last_nodes = self.search(game)
+        return move
+
+
+class AlphaBetaPlayer(SearchingPlayer):
     """Negamax alpha-beta over material (see alphabeta_search), ties broken at random (seeded): to a fixed
     depth, or on the clock with `seconds` per move by iterative deepening.
 
@@ -213,7 +234,7 @@ class AlphaBetaPlayer:
         self.depth = depth
         self.seconds = seconds
         self.seed = seed
-        self._rng = _rng(seed, None)
+        self._rng = player_rng(seed, None)
         plies = (depth or MAX_TIMED_DEPTH) + MAX_CAPTURE_EXTENSION + 1
         self._moves = np.zeros((plies, BUFFER_ROWS, MOVE_FIELDS), dtype=np.int64)
         self._stack = np.zeros((plies, STACK_FIELDS), dtype=np.int64)
@@ -222,7 +243,7 @@ class AlphaBetaPlayer:
         self.last_depth = 0  # depth of the iteration the last move came from
 
     def reset(self, seed: int) -> None:
-        self._rng = _rng(self.seed, seed)
+        self._rng = player_rng(self.seed, seed)
 
     def search(self, game: Game) -> tuple[Move, int, int]:
         """(best move, its score for the side to move, nodes visited)."""
@@ -260,10 +281,3 @@ class AlphaBetaPlayer:
             if not complete or abs(best_score) >= WIN_SCORE - MAX_TIMED_DEPTH - MAX_CAPTURE_EXTENSION:
                 break  # out of time, or a forced result no deeper search changes
         return legal[best_row], best_score, total
-
-    def choose(self, game: Game) -> Move:
-        legal = game.legal_moves()
-        if len(legal) == 1:
-            return legal[0]
-        move, self.last_score, self.last_nodes = self.search(game)
-        return move
