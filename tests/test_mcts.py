@@ -540,14 +540,14 @@ def test_a_diverged_network_does_not_hang_the_search(logits, wdl):
 
 # Quiet positions (no capture for the side to move) where one move alone wins a man by force, found by
 # alpha-beta over material: a man given so that the forced exchange that follows returns two.
-SHOTS = [
+MAN_WINNING_SHOTS = [
     ("W:W20,23,25,26,27,29,30,31,32:B3,4,7,8,9,11,14,16,21", "23-18"),
     ("B:W17,18,19,21,22,25,26,30,31:B1,2,4,5,7,8,10,11,13", "11-15"),
     ("W:W17,18,24,25,27,28,29,31,32:B1,2,3,4,5,6,7,8,16,23", "18-14"),
 ]
 
 
-@pytest.mark.parametrize("fen,shot", SHOTS)
+@pytest.mark.parametrize("fen,shot", MAN_WINNING_SHOTS)
 def test_resolved_captures_find_a_shot_the_plain_search_misses(fen, shot):
     # A value that counts material, asked in the middle of an exchange, sees only the man given; with the
     # captures resolved it sees the position after the exchange. Same evaluator, same budget.
@@ -566,7 +566,7 @@ def test_resolved_captures_find_a_shot_the_plain_search_misses(fen, shot):
 def test_pending_captures_cost_no_network_call():
     # The network is asked only about quiet positions: a node where a capture is pending is searched
     # through, its captures taking equal priors (whatever the network would have said), and so is a forced one.
-    game = Game(fen_to_position(SHOTS[0][0]))
+    game = Game(fen_to_position(MAN_WINNING_SHOTS[0][0]))
     search = BatchedSearch(1, SearchConfig(leaves_per_tree=4, resolve_captures=True), simulations=400)
     search.set_root(0, game)
     search.start(0, 400)
