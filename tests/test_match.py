@@ -348,10 +348,11 @@ class _CompilingSearcher(SearchingPlayer):
     later one 0.05 s."""
 
     def __init__(self, clock: _FakeClock) -> None:
-        self.name, self.clock, self.searches = "compiling", clock, 0
+        self.name, self.clock, self.searches, self.start_searches = "compiling", clock, 0, 0
         self.random = RandomPlayer(4)
 
     def search(self, game):
+        self.start_searches += game.position == Game().position
         self.clock.now += 10.0 if self.searches == 0 else 0.05
         self.searches += 1
         return self.random.choose(game), 0, 1
@@ -364,3 +365,13 @@ def test_a_yardstick_is_warmed_up_before_its_first_moves_clock():
     result = play_match(player, _Deliberate("quick", clock, 0.25, 2), OPENINGS[:1], RulesConfig(max_plies=30),
                         clock=clock)
     assert player.searches > 1 and max(result.move_seconds()[0]) == pytest.approx(0.05)
+
+
+def test_a_yardstick_is_warmed_up_once_however_many_matches_it_plays():
+    clock = _FakeClock()
+    player = _CompilingSearcher(clock)
+    opponent = _Deliberate("quick", clock, 0.25, 2)
+    for _ in range(2):
+        play_match(player, opponent, OPENINGS[:1], RulesConfig(max_plies=30), clock=clock)
+    # A ballot opening is never the start position: only a warm-up searches that.
+    assert player.start_searches == 1

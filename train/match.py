@@ -262,19 +262,17 @@ class MatchResult:
 
     def endgame_mistakes(self, egdb: Egdb) -> tuple[EndgameMistakes, EndgameMistakes]:
         """A's and B's moves judged against the endgame database, and their mistakes (zero.endgame_judge)."""
-        a, b = EndgameMistakes(), EndgameMistakes()
-        for game, a_black in zip(self.games, self.a_is_black):
-            black, white = judge_game(egdb, game.opening.start, game.moves)
-            a += black if a_black else white
-            b += white if a_black else black
-        return a, b
+        return self._by_player(lambda game: judge_game(egdb, game.opening.start, game.moves),
+                               EndgameMistakes(), EndgameMistakes())
 
     def move_seconds(self) -> tuple[list[float], list[float]]:
         """A's move times and B's, over every game."""
-        a: list[float] = []
-        b: list[float] = []
+        return self._by_player(MatchGame.seconds_by_colour, [], [])
+
+    def _by_player(self, by_colour, a, b):
+        """Sums (+=) over the games of `by_colour(game)`'s (Black's, White's) parts, as (A's, B's)."""
         for game, a_black in zip(self.games, self.a_is_black):
-            black, white = game.seconds_by_colour()
+            black, white = by_colour(game)
             a += black if a_black else white
             b += white if a_black else black
         return a, b

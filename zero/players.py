@@ -200,10 +200,15 @@ class SearchingPlayer:
     def search(self, game: Game) -> tuple[Move, int, int]:
         raise NotImplementedError
 
+    _warm = False
+
     def warm_up(self) -> None:
         """Search the start position once, before any clock starts: numba compiles the search's kernels on
-        their first call (or loads them from its cache), which takes longer than many moves' time."""
-        self.search(Game())
+        their first call (or loads them from its cache), which takes longer than many moves' time. Once a
+        player: every match it plays after the first finds them ready."""
+        if not self._warm:
+            self.search(Game())
+            self._warm = True
 
     def choose(self, game: Game) -> Move:
         legal = game.legal_moves()
