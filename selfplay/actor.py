@@ -35,6 +35,7 @@ from typing import Callable
 
 import numpy as np
 
+from selfplay.gumbel import improved_policy_target
 from selfplay.records import POLICY_SLOTS, POSITION_FIELDS, GameRecord, PositionRows
 from selfplay.search import BatchedSearch, RootNoise, SearchConfig, visit_policy
 from zero.config import INFERENCE_PRECISIONS, check_settings, setting
@@ -67,6 +68,10 @@ class SelfPlayConfig:
     temperature: float = setting(1.0, low=0)  # move sampling ~ visits^(1/T) for the opening plies
     temperature_plies: int = setting(16, low=0)  # plies played with `temperature`; then final_temperature
     final_temperature: float = setting(0.0, low=0)  # 0 = always the most visited move
+    # The policy target of a full search: "visits" (AlphaZero's visit shares) or "improved" (Gumbel
+    # AlphaZero's softmax(log prior + sigma(completed Q)), selfplay.gumbel: it keeps the network's belief
+    # in moves a small search left unvisited).
+    policy_target: str = setting("visits", choices=("visits", "improved"))
     resign_threshold: float = -0.9  # resign when the root value for the side to move falls below this
     resign_min_ply: int = 20  # no resignation before this ply
     # Share of games that never resign, to measure wrong resignations.
@@ -393,7 +398,10 @@ class Actor:
             if slot.would_resign_side == 0:
                 slot.would_resign_side, slot.would_resign_ply = side, game.ply
         children = search.root_children(g)
-        actions, shares = visit_policy(children, pos.black_to_move)
+        if cfg.policy_target == "improved":
+            actions, shares = improved_policy_target(children, search.network_prior(g), pos.black_to_move)
+        else:
+            actions, shares = visit_policy(children, pos.black_to_move)
         self._add_row(slot, actions, shares, full=slot.full_search, forced=False, value=value)
         self.stats.full_searches += slot.full_search
         k = children.best(cfg.temperature_at(game.ply), slot.rng)

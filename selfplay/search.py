@@ -146,6 +146,8 @@ class BatchedSearch:
         self._priors = np.zeros(movegen.MAX_MOVES, dtype=np.float64)
         self._new_index = np.zeros(self.forest.links.shape[1], dtype=np.int32)
         self._noise: dict[int, RootNoise] = {}
+        # The network's priors at a root before Dirichlet noise was mixed into them (network_prior).
+        self._clean_prior: dict[int, np.ndarray] = {}
         self._tables = egdb.tables if egdb is not None and self.config.database_leaves else no_tables()
         self.times = StageTimes()
 
@@ -153,6 +155,7 @@ class BatchedSearch:
     def set_root(self, g: int, game: Game) -> None:
         """Start tree g afresh at the game's current position."""
         pos = game.position
+        self._clean_prior.pop(g, None)
         mcts.reset_tree(self.forest, g, pos.black, pos.white, pos.kings, pos.black_to_move, game.no_progress[-1])
         self._set_history(g, game)
 
@@ -196,6 +199,7 @@ class BatchedSearch:
                 self.set_root(g, game)
                 return 0
             kept = mcts.advance_root(self.forest, g, child, self._new_index)
+            self._clean_prior.pop(g, None)
         if self.forest.links[g, 0, mcts.STATE] == mcts.TERMINAL:
             # A database leaf (the game is not over, so not the rules'): the root's moves are to be searched.
             self.set_root(g, game)
@@ -218,7 +222,8 @@ class BatchedSearch:
                 self._noise[g] = noise
 
     def _mix_noise(self, g: int, noise: RootNoise) -> None:
-        n = int(self.forest.links[g, 0, mcts.N_CHILDREN])
+        first, n = (int(x) for x in self.forest.links[g, 0, [mcts.FIRST_CHILD, mcts.N_CHILDREN]])
+        self._clean_prior.setdefault(g, self.forest.stats[g, first:first + n, mcts.PRIOR].copy())
         mcts.mix_root_noise(self.forest, g, noise.rng.dirichlet(np.full(n, noise.alpha)), noise.fraction)
 
     def stop(self, g: int) -> None:
@@ -282,6 +287,13 @@ class BatchedSearch:
             np.where(proven, stats[:, mcts.PROVEN_PLIES] + 1, -1).astype(np.int64),  # the move itself counts
         )
 
+    def network_prior(self, g: int) -> np.ndarray:
+        """The network's priors of the root's children (root_children's order), without the Dirichlet noise
+        that root_children's priors may carry."""
+        if g in self._clean_prior:
+            return self._clean_prior[g].copy()
+        return self.root_children(g).prior
+
     def root_proven(self, g: int) -> tuple[int, int] | None:
         """The root's proven value for its side to move (+1, 0, -1) and plies to the end, or None."""
         root = self.forest.stats[g, 0]
@@ -322,13 +334,18 @@ def wdl_of(value_sum: float, draw_sum: float, visits: int) -> tuple[float, float
 
 def visit_policy(children: RootChildren, black_to_move: bool) -> tuple[np.ndarray, np.ndarray]:
     """Visit shares per perspective action index (moves sharing an action add up): the policy target."""
-    shares: dict[int, float] = {}
-    total = children.visits.sum()
-    for frm, to, n in zip(children.move_from, children.move_to, children.visits):
+    return per_action(children, black_to_move, children.visits / children.visits.sum())
+
+
+def per_action(children: RootChildren, black_to_move: bool, shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A policy over the root's children (`shares`, one per child) as (perspective action indices, shares):
+    the form a policy target is stored in, moves that share an action adding up."""
+    by_action: dict[int, float] = {}
+    for frm, to, share in zip(children.move_from, children.move_to, shares):
         a = int(action_index(int(frm), int(to), bool(black_to_move)))
-        shares[a] = shares.get(a, 0.0) + float(n) / total
-    actions = np.array(list(shares), dtype=np.int16)
-    return actions, np.array([shares[int(a)] for a in actions], dtype=np.float32)
+        by_action[a] = by_action.get(a, 0.0) + float(share)
+    actions = np.array(list(by_action), dtype=np.int16)
+    return actions, np.array([by_action[int(a)] for a in actions], dtype=np.float32)
 
 
 def move_order(visits: np.ndarray, prior: np.ndarray, proven: np.ndarray, proven_plies: np.ndarray) -> np.ndarray:

@@ -54,8 +54,9 @@ def run(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_actor_games_are_whole_and_consistent(run):
-    stats = Actor(run, 3, _config(), games=5).run()
+@pytest.mark.parametrize("policy_target", ["visits", "improved"])
+def test_actor_games_are_whole_and_consistent(run, policy_target):
+    stats = Actor(run, 3, _config(policy_target=policy_target), games=5).run()
     games = _games(run)
     assert stats.games == len(games) == 5
     assert sum(g.length for g in games) == stats.positions
@@ -74,6 +75,9 @@ def test_actor_games_are_whole_and_consistent(run):
             legal = {move_action(m, pos.black_to_move) for m in pos.legal_moves()}
             used = rows["policy_actions"][k] >= 0
             assert set(rows["policy_actions"][k][used].tolist()) <= legal
+            if policy_target == "improved" and not rows["forced"][k]:
+                # The network's belief keeps every legal move in the target, visited or not.
+                assert set(rows["policy_actions"][k][used].tolist()) == legal
             assert rows["policy_visits"][k][used].sum() == pytest.approx(1.0, abs=1e-5)
             assert rows["forced"][k] == (len(pos.legal_moves()) == 1)
             assert not (rows["forced"][k] and rows["full_search"][k])
