@@ -2,12 +2,13 @@
 
     python benchmarks/learning_curve.py NAME [--config FILE] [--set KEY=VALUE ...] [--minutes 30]
         [--every 10] [--from checkpoints/shipped.pt] [--out runs/curves] [--dataset runs/expert-oca]
-        [--games 24]
+        [--games 24] [--calibration-games 24]
 
 1. Training. `checkers-zero loop` runs configuration NAME (the loop's defaults, a TOML file and --set
    overrides, as the loop takes them) from a fixed start, with the loop's fixed seeds, on the whole machine,
    in segments of --every minutes up to --minutes: after each segment the run's best network (what the
-   promotion rule has shipped by then) is kept as a snapshot. A CPU-minute is a minute of one core: the loop
+   promotion rule has promoted by then) is kept as a snapshot. The loop's own rating and calibration games
+   are off (the ladder below rates the networks). A CPU-minute is a minute of one core: the loop
    uses every core, so the curves are drawn against minutes x cores.
 2. Strength. Every snapshot, and the start, plays the fixed ladder (LADDER: yardsticks that do not change
    with the code's networks) with the gatekeeper's rating games (gating's fixed search, --games games per
@@ -41,9 +42,10 @@ from train.ratings import RatingsTable
 from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, resolve_checkpoint
 from zero.config import atomic_write_bytes
 
-# Above the random and shallow yardsticks that every network passes, below or near the network at gating's
-# search: the ones whose results move as the network learns.
-LADDER = ["alphabeta:6", "alphabeta:8", "alphabeta:12", "classical:10"]
+# Above the random and shallow yardsticks that every network passes, near the network at gating's search: the
+# ones whose results move as the network learns (alphabeta:12 would add little to classical:10 at three times
+# its time a move).
+LADDER = ["alphabeta:6", "alphabeta:8", "classical:10"]
 START = "start"
 
 
@@ -67,7 +69,11 @@ def fixed_start(out: Path, source: Path) -> Path:
 def train_segments(name: str, args: argparse.Namespace, start: Path, curve: dict, save) -> None:
     """The loop in segments of --every minutes up to --minutes, a snapshot of its best network after each."""
     run = args.out / name / "run"
-    loop = [sys.executable, "-m", "play.cli", "loop", "--run", str(run), "--from", str(start)]
+    start_digest = sha256(start)
+    # The benchmark rates the networks on its own ladder: the loop's own rating and calibration games would
+    # only take CPU from the learning (a --set may still ask for them).
+    loop = [sys.executable, "-m", "play.cli", "loop", "--run", str(run), "--from", str(start),
+            "--set", "gating.rating_games=0", "--set", "gating.calibration_games=0"]
     if args.config:
         loop += ["--config", args.config]
     for override in args.set:
@@ -83,7 +89,9 @@ def train_segments(name: str, args: argparse.Namespace, start: Path, curve: dict
         best = resolve_checkpoint(run)
         digest = sha256(best)
         earlier = [p for p in curve["points"] if p["sha256"] == digest]
-        if earlier:  # nothing promoted since: the same network, rated and scored once
+        if digest == start_digest:  # nothing promoted yet (the run's copy of the start is byte for byte)
+            stem = START
+        elif earlier:  # nothing promoted since: the same network, rated and scored once
             stem = earlier[-1]["snapshot"]
         else:
             snapshot = args.out / "snapshots" / f"{name}-{done:g}m.pt"
@@ -99,6 +107,7 @@ def rate(args: argparse.Namespace, snapshots: list[Path]) -> dict:
     """Every snapshot against the ladder, in the ratings table shared under --out; the fitted ratings."""
     ladder = args.out / "ladder"
     keeper = Gatekeeper(ladder, GatingConfig(rating_games=args.games, rating_yardsticks=LADDER,
+                                             calibration_games=args.calibration_games,
                                              torch_threads=os.cpu_count() or 1))
     keeper.calibrate_yardsticks()
     for path in snapshots:
@@ -154,6 +163,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/curves"))
     parser.add_argument("--dataset", default="runs/expert-oca", help="a pretraining dataset (its test split)")
     parser.add_argument("--games", type=int, default=24, help="rating games per yardstick and snapshot")
+    parser.add_argument("--calibration-games", type=int, default=24,
+                        help="games between neighbouring yardsticks, played once under --out")
     args = parser.parse_args()
     if not (args.minutes > 0 and args.every > 0 and args.games > 0):
         sys.exit("error: --minutes, --every and --games must be positive")
@@ -171,7 +182,7 @@ def main() -> None:
 
     train_segments(args.name, args, start, curve, save)
     snapshots = [start] + [args.out / "snapshots" / f"{stem}.pt"
-                           for stem in dict.fromkeys(p["snapshot"] for p in curve["points"])]
+                           for stem in dict.fromkeys(p["snapshot"] for p in curve["points"]) if stem != START]
     ratings = rate(args, snapshots)
     for path in snapshots:
         judgement(args, path, state["scores"])
