@@ -20,10 +20,12 @@ from selfplay.random_records import random_game_record
 from selfplay.replay_buffer import COPIED_GAMES_ACTOR_ID, ReplayReader, ReplayWriter, check_store
 from train.learning import OptimConfig
 from train.lineage import LineageError, continue_run
+from train.pretrain import predict, split_metrics
+from train.pretrain_dataset import DatasetConfig, build_dataset, open_dataset
 from train.loop import LoopConfig, run_initial_checkpoint
 from train.ship import ShipConfig, head_to_head, install, ship
 from train.trainer import Trainer, TrainerConfig, window_size
-from training_data import TINY
+from training_data import EXPERT_PDN, TINY
 from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, save_checkpoint, weights_sha256
 from zero.config import file_sha256, save_config, write_run_record
 from zero.data import data_file
@@ -190,13 +192,14 @@ def ballot(tmp_path) -> str:
 def test_a_candidate_that_wins_the_whole_ballot_is_shipped_and_a_loser_changes_nothing(shipped, ballot):
     # The pretrained network against random tiny weights: a candidate that wins by the rule. The two differ
     # in shape, so they meet at equal time (each on its own clock, the ballot split over two processes).
-    cfg = ShipConfig(simulations=8, seconds=0.02, openings=ballot, half=True, parallel_games=6)
+    cfg = ShipConfig(simulations=8, seconds=0.02, openings=ballot, half=True, parallel_games=6, oca_dataset="")
     strong = DEFAULT_CHECKPOINT
     outcome = ship(strong, cfg, shipped)
     assert outcome.full_ballot and len(outcome.result.games) == 6
     assert outcome.result.a == f"mcts:{strong}:t0.02"
     assert sorted(g.round for g in outcome.result.games) == [1, 2, 3, 4, 5, 6]
     assert "0.02 s a move (equal time: the networks differ in shape)" in outcome.entry
+    assert "Raw policy on the OCA test split: not measured" in outcome.entry
     assert outcome.promoted and outcome.result.elo_ci95[0] > 0
     new = load_checkpoint(shipped)
     assert new.half and new.optimizer_state is None and new.parent == str(strong.resolve())
@@ -235,7 +238,9 @@ def test_the_card_records_the_chain_of_runs_behind_a_shipped_network(tmp_path, s
     continued = make_run(tmp_path / "continued", source_run.read_best().path, trainer, list(range(100, 106)),
                          steps=4, source=str(source_run.root), take_replay=True)
     best = continued.read_best()
-    cfg = ShipConfig(simulations=2, openings=ballot, games=2)
+    (tmp_path / "expert.pdn").write_text(EXPERT_PDN)
+    build_dataset(tmp_path / "expert.pdn", tmp_path / "oca", DatasetConfig(test_fraction=0.5), progress=False)
+    cfg = ShipConfig(simulations=2, openings=ballot, games=2, oca_dataset=str(tmp_path / "oca"))
     result = head_to_head(best.path, shipped, cfg)
     entry = install(best.path, load_checkpoint(best.path), shipped, result, cfg)
     assert result.a == f"candidate:{best.path.stem}" and "at 2 simulations each" in entry  # one shape: equal search
@@ -254,13 +259,21 @@ def test_the_card_records_the_chain_of_runs_behind_a_shipped_network(tmp_path, s
     initial = continued.initial_checkpoints()[0]
     assert f"the run started from `{initial.name}` (step 8," in entry
     assert f"{len(result.games)} games of `{ballot}` at 2 simulations" in entry
+    # The raw policy on the dataset's test split, as pretraining's report measures it.
+    data = open_dataset(tmp_path / "oca")
+    rows = data.rows("test")
+    m = split_metrics(predict(network.build_network(), data, rows, torch.device("cpu"), 64), data, rows)
+    assert m["policy"]["positions"] > 0
+    assert (f"- Raw policy on the OCA test split (`{tmp_path / 'oca'}`, {m['policy']['positions']:,} positions with "
+            f"a choice): top-1 {m['policy']['top1']:.1%}") in entry
+    assert load_checkpoint(shipped).provenance["ship"]["oca_test"]["value_ce"] == pytest.approx(m["value"]["ce"])
 
 
 # ------------------------------------------------------------------------------------------ half precision
 
 def choice_positions():
     """Positions with a choice, from the OCA test split when the data is there (else from random play)."""
-    from train.pretrain_dataset import DatasetConfig, split_of
+    from train.pretrain_dataset import split_of
     from zero.pdn import PdnGame, read_pdn
 
     games = []

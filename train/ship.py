@@ -24,10 +24,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from selfplay.actor import load_ballot
 from train.gating import GatingConfig
 from train.lineage import run_summary
 from train.match import MatchResult, NetworkPlayer, format_elo, match_schedule, play_match
+from train.pretrain import predict, split_metrics
+from train.pretrain_dataset import open_dataset
 from train.split_match import play_split_match
 from zero.checkpoint import (DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint, resolve_checkpoint, save_checkpoint,
                              weights_sha256)
@@ -55,6 +59,10 @@ class ShipConfig:
     seed: int = setting(0, low=0)
     # Store the shipped weights as float16 (half the file; tests/test_ship.py shows the same moves).
     half: bool = False
+    # A pretraining dataset of the OCA (`checkers-zero pretrain dataset --out runs/expert-oca`): the card gives
+    # the shipped network's raw policy on its test split (top-1 against the expert's move, value loss).
+    # "" or a folder without one: the card says it was not measured.
+    oca_dataset: str = "runs/expert-oca"
 
     def validate(self) -> None:
         check_settings(self)
@@ -133,7 +141,7 @@ def install(candidate: Path, network: Checkpoint, shipped: Path, result: MatchRe
     record = {"link": link, "candidate": str(candidate.resolve()), "candidate_sha256": file_sha256(candidate),
               "candidate_code_version": network.code_version, "candidate_created": network.created,
               "predecessor_sha256": file_sha256(shipped), "predecessor_step": predecessor.step, "match": match,
-              "code_version": code_version()}
+              "oca_test": raw_policy_on_test_split(network, cfg.oca_dataset), "code_version": code_version()}
     save_checkpoint(shipped, net=network.build_network(), net_config=network.net_config, step=network.step,
                     parent=str(candidate.resolve()), ratings=network.ratings, metrics=network.metrics,
                     provenance={**network.provenance, "ship": record}, extra=network.extra, half=cfg.half)
@@ -142,6 +150,18 @@ def install(candidate: Path, network: Checkpoint, shipped: Path, result: MatchRe
     text = card.read_text() if card.exists() else f"# The shipped network: `{shipped.name}`\n"
     atomic_write_bytes(card, (text.rstrip("\n") + "\n\n" + entry).encode())
     return entry
+
+
+def raw_policy_on_test_split(network: Checkpoint, dataset: str) -> dict | None:
+    """The network's raw policy and value on a pretraining dataset's test split (train.pretrain's metrics),
+    or None without a dataset there."""
+    if not dataset or not (Path(dataset) / "zarr.json").exists():
+        return None
+    data = open_dataset(dataset)
+    rows = data.rows("test")
+    m = split_metrics(predict(network.build_network(), data, rows, torch.device("cpu"), 1024), data, rows)
+    return {"dataset": dataset, "positions": m["policy"]["positions"], "top1": m["policy"]["top1"],
+            "top3": m["policy"]["top3"], "value_ce": m["value"]["ce"]}
 
 
 # ------------------------------------------------------------------------------------------------ the card
@@ -169,6 +189,7 @@ def card_entry(shipped: Path, network: Checkpoint, record: dict, summary: dict |
         f"-{match['losses']}, score {match['score']:.3f}, Elo {format_elo(match['elo'])} (95 % CI "
         f"{format_elo(low)} .. {format_elo(high)}); pairs by the candidate's points 0/0.5/1/1.5/2: "
         f"{'/'.join(str(c) for c in match['pairs'])}.",
+        _raw_policy(record.get("oca_test")),
     ]
     if summary is None:
         lines.append(_pretraining(network.provenance))
@@ -180,6 +201,13 @@ def card_entry(shipped: Path, network: Checkpoint, record: dict, summary: dict |
         continued = summary["continued_from"]
         summary = continued["source_summary"] if continued else None
     return "\n".join(lines) + "\n"
+
+
+def _raw_policy(oca: dict | None) -> str:
+    if oca is None:
+        return "- Raw policy on the OCA test split: not measured (no dataset; ShipConfig.oca_dataset)."
+    return (f"- Raw policy on the OCA test split (`{oca['dataset']}`, {oca['positions']:,} positions with a choice): "
+            f"top-1 {oca['top1']:.1%}, top-3 {oca['top3']:.1%}; value cross-entropy {oca['value_ce']:.4f}.")
 
 
 def _pretraining(provenance: dict) -> str:
