@@ -33,12 +33,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import torch
-
 from train.gating import Gatekeeper, GatingConfig
-from train.pretrain import predict, split_metrics
-from train.pretrain_dataset import open_dataset
 from train.ratings import RatingsTable
+from train.ship import raw_policy_on_test_split
 from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, resolve_checkpoint
 from zero.config import atomic_write_bytes
 
@@ -119,11 +116,11 @@ def rate(args: argparse.Namespace, snapshots: list[Path]) -> dict:
 def judgement(args: argparse.Namespace, path: Path, scores: dict) -> dict:
     """Top-1 and value cross-entropy of a snapshot on the OCA test split, computed once."""
     if path.stem not in scores:
-        data = open_dataset(args.dataset)
-        rows = data.rows("test")
-        net = load_checkpoint(path).build_network()
-        m = split_metrics(predict(net, data, rows, torch.device("cpu"), 1024), data, rows)
-        scores[path.stem] = {"top1": m["policy"]["top1"], "value_ce": m["value"]["ce"]}
+        measured = raw_policy_on_test_split(load_checkpoint(path), args.dataset)
+        if measured is None:
+            sys.exit(f"error: no pretraining dataset at {args.dataset} (checkers-zero pretrain dataset --out "
+                     f"{args.dataset})")
+        scores[path.stem] = {"top1": measured["top1"], "value_ce": measured["value_ce"]}
     return scores[path.stem]
 
 
