@@ -40,6 +40,19 @@ def test_one_step_trains_every_head_on_a_mixed_batch(mixed):
     assert last["loss"] < first["loss"]
 
 
+def test_a_quantization_aware_step_learns_in_the_rounded_pass_too(mixed):
+    torch.manual_seed(0)
+    learner = Learner(PolicyValueNet(TINY), OptimConfig(lr=3e-3, schedule="constant"), HeadWeights(),
+                      torch.device("cpu"), quantization_aware=True)
+    first = learner.step(mixed, 3e-3)
+    float_loss = sum(first[head] for head in ("policy", "value", "moves_left"))
+    assert first["rounded_loss"] != pytest.approx(float_loss, rel=1e-6)  # the rounding changes the outputs
+    assert first["loss"] == pytest.approx((float_loss + first["rounded_loss"]) / 2, rel=1e-5)
+    for _ in range(60):
+        last = learner.step(mixed, 3e-3)
+    assert last["rounded_loss"] < 0.7 * first["rounded_loss"] and last["policy"] < 0.7 * first["policy"]
+
+
 def test_a_step_makes_one_forward_pass_over_the_whole_batch(mixed):
     net = PolicyValueNet(TINY)
     seen = []

@@ -299,3 +299,26 @@ def test_distillation_brings_the_student_to_the_teachers_judgement(dataset, tmp_
     for name in ("black", "policy_actions", "policy_probs", "wdl", "source"):
         np.testing.assert_array_equal(getattr(again, name), getattr(kept, name))
     assert distilled(teacher_path, data, 256, cfg.seed).labelled.wdl.shape == (len(rows) + 256, 3)
+
+
+def test_a_run_can_start_from_a_checkpoints_weights_and_refuses_another_shape(dataset, tmp_path):
+    from dataclasses import replace
+
+    from train.pretrain import PretrainError
+
+    data, _ = dataset
+    start = _teacher(tmp_path / "start.pt")
+    cfg = replace(_config(2, checkpoint_every=2), init=str(start), optim=OptimConfig(lr=1e-7), quantization_aware=True)
+    train(cfg, data.path, tmp_path / "tuned.pt", tmp_path / "run", progress=False)
+    tuned, initial = load_checkpoint(tmp_path / "tuned.pt"), load_checkpoint(start)
+    # Two steps at a tiny learning rate: the weights are the starting checkpoint's, not fresh ones (batch
+    # normalisation's running statistics do move).
+    for name, weight in initial.build_network().named_parameters():
+        np.testing.assert_allclose(tuned.state_dict[name].numpy(), weight.detach().numpy(), atol=1e-4, err_msg=name)
+    assert tuned.provenance["init"] == str(start) and tuned.provenance["init_sha256"]
+
+    other = replace(cfg, network=NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1,
+                                               value_hidden=16))
+    with pytest.raises(PretrainError, match="^init: ") as refused:
+        train(other, data.path, tmp_path / "other.pt", tmp_path / "run-other", progress=False)
+    assert "\n" not in str(refused.value)

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from train.quantization_aware import RoundedPass
 from zero.config import check_settings, setting
 from zero.egdb import UNKNOWN, Egdb
 from zero.encoding import NUM_ACTIONS, NUM_PLANES, encode_batch, legal_mask_batch
@@ -267,7 +268,8 @@ class Learner:
     """A network, its optimizer and the one training step."""
 
     def __init__(self, net: torch.nn.Module, optim: OptimConfig, heads: HeadWeights, device: torch.device,
-                 label_smoothing: float = 0.0, compile: bool = False, bf16: bool | None = None) -> None:
+                 label_smoothing: float = 0.0, compile: bool = False, bf16: bool | None = None,
+                 quantization_aware: bool = False) -> None:
         heads.validate()
         self.net = net.to(device).train()
         self.model = torch.compile(self.net) if compile else self.net
@@ -277,6 +279,8 @@ class Learner:
         self.device = device
         self.label_smoothing = label_smoothing
         self.bf16 = uses_bf16(device, bf16)
+        # Quantization-aware training (train.quantization_aware): the loss also sees the int8 model's rounding.
+        self.rounded_pass = RoundedPass(self.net) if quantization_aware else None
 
     def step(self, samples: Samples, lr: float) -> dict[str, float]:
         """One update on the samples; returns each head's loss, the total, and per source the heads' losses
@@ -289,6 +293,11 @@ class Learner:
             out = self.model(batch.planes)
         parts = losses(out, batch, self.label_smoothing)
         loss = total_loss(parts, self.heads)
+        if self.rounded_pass is not None:
+            with autocast(self.device, self.bf16):
+                rounded_out = self.rounded_pass(batch.planes)
+            rounded_loss = total_loss(losses(rounded_out, batch, self.label_smoothing), self.heads)
+            loss = (loss + rounded_loss) / 2
         if not bool(torch.isfinite(loss)):
             # Stepping on would make every weight NaN, and the next checkpoint a network that cannot play.
             raise TrainingDiverged(f"the training loss is {loss.item()} (the network or a setting such as "
@@ -300,6 +309,8 @@ class Learner:
             torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.optim.grad_clip)
         self.optimizer.step()
         metrics = {"loss": loss.item(), **{name: value.item() for name, value in parts.items()}}
+        if self.rounded_pass is not None:
+            metrics["rounded_loss"] = rounded_loss.item()
         sources = np.unique(samples.source)
         if len(sources) > 1:
             with torch.no_grad():

@@ -77,6 +77,11 @@ class PretrainConfig:
     # how many positions of its own games join the train split's.
     teacher: str = ""
     teacher_positions: int = setting(0, low=0)
+    # Fine-tuning: the checkpoint whose weights the run starts from ("" = random weights); its network must be
+    # this run's. With `quantization_aware` the loss also sees the int8 model's rounding
+    # (train.quantization_aware), so that the int8 model derived from the result keeps its judgement.
+    init: str = ""
+    quantization_aware: bool = False
     wandb_mode: str = "offline"  # "offline" (no account needed), "online" or "disabled"
     wandb_project: str = "checkers-zero"
 
@@ -297,7 +302,8 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
 
     net = PolicyValueNet(cfg.network).to(device)
     try:
-        learner = Learner(net, cfg.optim, cfg.heads, device, cfg.label_smoothing, cfg.compile)
+        learner = Learner(net, cfg.optim, cfg.heads, device, cfg.label_smoothing, cfg.compile,
+                          quantization_aware=cfg.quantization_aware)
     except ValueError as exc:
         raise PretrainError(str(exc)) from None
     opt = learner.optimizer
@@ -323,6 +329,12 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
         step = ck.step
         wandb_id = ck.extra.get("wandb_id")
         print(f"resuming {run_dir} at step {step}/{cfg.steps}")
+    elif cfg.init:
+        try:
+            net.load_state_dict(load_checkpoint(cfg.init, map_location=device, expect_config=cfg.network).state_dict)
+        except CheckpointError as exc:
+            raise PretrainError(f"init: {exc}") from None
+        print(f"starting from the weights of {cfg.init}")
     write_run_record(run_dir, cfg, {"seed": cfg.seed}, name="pretrain")
 
     if cfg.teacher:
@@ -346,6 +358,7 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
         "command": " ".join(sys.argv), "code_version": code_version(), "device": str(device),
         **({"teacher": cfg.teacher, "teacher_sha256": file_sha256(cfg.teacher),
             "teacher_positions": cfg.teacher_positions} if cfg.teacher else {}),
+        **({"init": cfg.init, "init_sha256": file_sha256(cfg.init)} if cfg.init else {}),
     }
     print(f"network {cfg.network.blocks}x{cfg.network.channels}, {parameter_count(net):,} parameters, on {device}; "
           f"{len(train_rows):,} train positions, {order.per_epoch} steps per epoch of {cfg.batch_size}")
