@@ -1,8 +1,9 @@
 """Simulations a single-game search (play, analyze) runs in a fixed time from the start position, by CPU
-inference backend and precision, with the shipped network (or the networks named) on one thread.
+inference backend and precision, with the shipped network (or the networks named), with 1 or more network
+calls in flight (SearchConfig.threads, `--threads` of play and analyze).
 
     python benchmarks/analysis_speed_bench.py [--seconds 0.1 0.5] [--repeat 5] [--checkpoints A.pt B.pt]
-        [--models "onnxruntime float32" "onnxruntime int8"]
+        [--models "onnxruntime float32" "onnxruntime int8"] [--threads 1 2]
 
 Every search starts with an empty evaluation cache (a new engine, as a fresh `checkers-zero analyze` has),
 after one warm-up search has compiled the kernels and started the backend. The models take turns, one
@@ -19,6 +20,8 @@ import numpy as np
 import torch
 
 from play.engine import Budget, Engine
+from selfplay.analysis import SINGLE_GAME_LEAVES
+from selfplay.search import SearchConfig
 from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 from zero.game import Game
 from zero.inference import Evaluator
@@ -33,23 +36,26 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--checkpoints", nargs="+", type=Path, default=[DEFAULT_CHECKPOINT])
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument("--threads", type=int, nargs="+", default=[1])
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"load average {os.getloadavg()[0]:.1f} at start")
-    evaluators = {}
+    players = {}
     for checkpoint in args.checkpoints:
         net = load_checkpoint(checkpoint).build_network()
         for model in args.models:
             backend, precision = MODELS[model]
-            evaluators[(checkpoint, f"{checkpoint.stem} {model}")] = Evaluator(
-                net, "cpu", backend=backend, precision=precision, source=checkpoint)
-    for (checkpoint, _), evaluator in evaluators.items():
-        Engine(evaluator, checkpoint).analyse(Game(), Budget(seconds=0.3))  # warm-up
+            evaluator = Evaluator(net, "cpu", backend=backend, precision=precision, source=checkpoint)
+            for threads in args.threads:
+                config = SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES, threads=threads)
+                players[f"{checkpoint.stem} {model}, {threads} thr"] = (checkpoint, evaluator, config)
+    for checkpoint, evaluator, config in players.values():
+        Engine(evaluator, checkpoint, config).analyse(Game(), Budget(seconds=0.3))  # warm-up
     for seconds in args.seconds:
-        sims: dict[str, list[int]] = {name: [] for _, name in evaluators}
+        sims: dict[str, list[int]] = {name: [] for name in players}
         for _ in range(args.repeat):
-            for (checkpoint, name), evaluator in evaluators.items():
-                engine = Engine(evaluator, checkpoint)
+            for name, (checkpoint, evaluator, config) in players.items():
+                engine = Engine(evaluator, checkpoint, config)
                 sims[name].append(engine.analyse(Game(), Budget(seconds=seconds)).simulations)
         for name, counts in sims.items():
             print(f"{name:<32} {seconds:g} s a move: simulations {counts}, mean {np.mean(counts):.0f}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,8 @@ class AnalysisPool:
                                     egdb=egdb)
         self.waiting: deque[Task] = deque()
         self.running: list[Task | None] = [None] * settings.slots
+        # The network calls in flight (settings.search.threads), each on a thread of its own.
+        self._threads = ThreadPoolExecutor(settings.search.threads, thread_name_prefix="network")
 
     @property
     def idle(self) -> bool:
@@ -79,22 +82,30 @@ class AnalysisPool:
         for g, task in enumerate(self.running):
             if task is not None:
                 self.search.start(g, min(self._visit_limit(task), self.search.root_visits(g) + VISITS_PER_STEP))
-        self.search.step(self.evaluator)
-        trees = self.search.forest.trees
+        threads = self.settings.search.threads
+        if threads > 1:
+            self.search.step_overlapped(self.evaluator, self._threads, threads)
+        else:
+            self.search.step(self.evaluator)
         now = time.perf_counter()
+        done = [g for g, task in enumerate(self.running) if task is not None and self._done(g, task, now)]
+        if done:
+            # A finished tree is read and then given to another position: nothing of it may be in flight.
+            self.search.drain()
         answers = []
-        for g, task in enumerate(self.running):
-            if task is None:
-                continue
-            nodes = int(trees[g, mcts.USED])
-            limits = task.query.limits
-            if (self.search.root_visits(g) >= self._visit_limit(task) or trees[g, mcts.FULL]
-                    or self.search.root_proven(g) is not None
-                    or now >= task.deadline() or (limits.nodes is not None and nodes >= limits.nodes)):
-                self.search.stop(g)
-                self.running[g] = None
-                answers.append(self._answer(g, task, now - task.started))
+        for g in done:
+            task = self.running[g]
+            self.search.stop(g)
+            self.running[g] = None
+            answers.append(self._answer(g, task, now - task.started))
         return answers
+
+    def _done(self, g: int, task: Task, now: float) -> bool:
+        nodes = int(self.search.forest.trees[g, mcts.USED])
+        limits = task.query.limits
+        return bool(self.search.root_visits(g) >= self._visit_limit(task) or self.search.forest.trees[g, mcts.FULL]
+                    or self.search.root_proven(g) is not None
+                    or now >= task.deadline() or (limits.nodes is not None and nodes >= limits.nodes))
 
     def _start_waiting(self) -> None:
         for g, task in enumerate(self.running):

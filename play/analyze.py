@@ -11,7 +11,7 @@ import json
 import sys
 
 from play.analysis_json import analysis_json
-from play.engine import Budget, EngineError, budget_for, side_name
+from play.engine import Budget, EngineError, add_threads_argument, budget_for, side_name
 from play.session import PlayError, load_start, new_game
 
 DEFAULT_SIMULATIONS = 400
@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default the shipped one")
     parser.add_argument("--no-egdb", action="store_true",
                         help="search without the endgame database (by default positions of few pieces are exact)")
+    add_threads_argument(parser)
     parser.add_argument("--top", type=int, default=10, metavar="K", help="moves to show (default 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         if game.outcome is not None:
             raise PlayError(f"the game is over in that position ({game.outcome.termination.value}, "
                             f"{side_name(game.position.black_to_move)} to move)")
-        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb)
+        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb, threads=args.threads)
         result = analysis_json(engine.analyse(game, budget), game.position, game.ply, top=args.top)
     except (EngineError, PlayError) as exc:
         print(f"checkers-zero analyze: {exc}", file=sys.stderr)

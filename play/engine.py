@@ -7,6 +7,8 @@ Strength is a search budget: a number of simulations (a named level or `--sims N
 
 from __future__ import annotations
 
+import argparse
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -97,6 +99,14 @@ def plies_left(evaluator: PositionEvaluator, game: Game) -> float | None:
     return None if moves_left is None else float(moves_left[0])
 
 
+def add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    """--threads, for the commands a user searches with (play, analyze, serve, engine, review)."""
+    cores = os.cpu_count() or 1
+    parser.add_argument("--threads", type=int, default=cores, metavar="N",
+                        help=f"network calls the search keeps in flight, each on a core (default {cores}: this "
+                             "machine's cores)")
+
+
 class Engine:
     """A checkpoint's network plus the search of one game at a time (selfplay.analysis.GameSearch: its tree
     follows the game from move to move). Not thread-safe: callers that share one serialise calls."""
@@ -110,10 +120,13 @@ class Engine:
         self._search = None  # made on the first search, which imports the numba kernels
 
     @classmethod
-    def load(cls, checkpoint: str | Path | None = None, endgame_database: bool = True) -> Engine:
+    def load(cls, checkpoint: str | Path | None = None, endgame_database: bool = True, threads: int = 1) -> Engine:
         """The engine for a checkpoint file or a run directory (its best network), by default the shipped
         network; with the endgame database (the largest built, the 4-piece one built on first use in
-        seconds) unless told not to."""
+        seconds) unless told not to; its search keeps `threads` network calls in flight
+        (selfplay.search.SearchConfig.threads)."""
+        from selfplay.analysis import SINGLE_GAME_LEAVES
+        from selfplay.search import SearchConfig
         from zero.checkpoint import CheckpointError, resolve_checkpoint
         from zero.inference import Evaluator
 
@@ -126,9 +139,14 @@ class Engine:
             raise EngineError(f"checkpoint {path} not found{hint}")
         import torch
 
+        search_config = SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES, threads=threads)
+        try:
+            search_config.validate()
+        except ValueError as exc:
+            raise EngineError(str(exc)) from None
         # The search sends the network a few leaves at a time (selfplay.analysis.SINGLE_GAME_LEAVES): on a
         # CPU, intra-op threads only add synchronisation at such batches (measured: 25x slower per batch of
-        # two with 2 threads on a busy 2-core machine).
+        # two with 2 threads on a busy 2-core machine). More cores serve calls in flight side by side.
         torch.set_num_threads(1)
         try:
             evaluator = Evaluator.from_checkpoint(path)
@@ -143,7 +161,7 @@ class Engine:
                 egdb = largest_available()
             except (EgdbFileError, OSError) as exc:
                 raise EngineError(f"endgame database: {exc} (or play without it: --no-egdb)") from None
-        return cls(evaluator, path, egdb=egdb)
+        return cls(evaluator, path, search_config, egdb=egdb)
 
     @property
     def name(self) -> str:

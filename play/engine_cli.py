@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
+from play.engine import add_threads_argument
 from play.queries import EngineSettings
 
 DEFAULTS = EngineSettings()
@@ -31,13 +33,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser, slots: int = DEFAULTS.
                         help=f"positions searched together in one batched search (default {slots})")
     parser.add_argument("--tree-nodes", type=int, default=DEFAULTS.tree_nodes, metavar="N",
                         help=f"nodes a search tree holds; a search that fills it stops (default {DEFAULTS.tree_nodes})")
+    add_threads_argument(parser)
     parser.add_argument("--cache", type=int, default=DEFAULTS.cache_positions, metavar="N",
                         help=f"network answers remembered by position, 0 = none (default {DEFAULTS.cache_positions})")
 
 
 def engine_settings(args: argparse.Namespace, default_simulations: int) -> EngineSettings:
     return EngineSettings(slots=args.slots, tree_nodes=args.tree_nodes, default_simulations=default_simulations,
-                          cache_positions=args.cache)
+                          cache_positions=args.cache, search=replace(DEFAULTS.search, threads=args.threads))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from zero.bitboard import square_rc
 from zero.game import Move, Position
 from zero.notation import NotationError
-from play.engine import LEVELS, Budget, EngineError, budget_for, side_name
+from play.engine import LEVELS, Budget, EngineError, add_threads_argument, budget_for, side_name
 from play.session import HumanGame, PlayError, load_start
 
 HELP = """\
@@ -39,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", metavar="PATH", help="network: a checkpoint file or a run directory (its best network); default the shipped one")
     parser.add_argument("--no-egdb", action="store_true",
                         help="search without the endgame database (by default positions of few pieces are exact)")
+    add_threads_argument(parser)
     strength = parser.add_mutually_exclusive_group()
     strength.add_argument("--level", choices=list(LEVELS), help="named strength (default: club)")
     strength.add_argument("--sims", type=int, metavar="N", help="search simulations per engine move")
@@ -272,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         budget: Budget = budget_for(args.level, args.sims, args.time)
         start, moves = load_start(args.fen, args.pdn)
-        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb)
+        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb, threads=args.threads)
     except (EngineError, PlayError) as exc:
         print(f"checkers-zero play: {exc}", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ evaluator's answers by position.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from typing import Protocol
 
@@ -91,28 +92,37 @@ class CachedEvaluator:
         self.evaluator = evaluator
         self.capacity = capacity
         self._answers: OrderedDict[bytes, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()  # calls may come from several threads at once
         self.hits = 0
         self.misses = 0
 
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = planes.shape[0]
         keys = [planes[i].tobytes() for i in range(n)]
-        missing = [i for i, key in enumerate(keys) if key not in self._answers]
-        first = {}  # a position twice in one batch is evaluated once
-        for i in missing:
-            first.setdefault(keys[i], i)
-        if first:
-            rows = list(first.values())
-            logits, wdl = self.evaluator.evaluate(planes[rows])
-            for k, i in enumerate(rows):
-                self._answers[keys[i]] = (np.array(logits[k]), np.array(wdl[k]))
-        self.misses += len(first)
-        self.hits += n - len(first)
         out_logits = np.empty((n, NUM_ACTIONS), dtype=np.float32)
         out_wdl = np.empty((n, 3), dtype=np.float32)
-        for i, key in enumerate(keys):
-            out_logits[i], out_wdl[i] = self._answers[key]
-            self._answers.move_to_end(key)
-        while len(self._answers) > self.capacity:
-            self._answers.popitem(last=False)
+        first: dict[bytes, int] = {}  # each missing position's row in the network call: once, however often
+        rows, missing = [], []
+        with self._lock:
+            for i, key in enumerate(keys):
+                if key in self._answers:
+                    out_logits[i], out_wdl[i] = self._answers[key]
+                    self._answers.move_to_end(key)
+                else:
+                    missing.append(i)
+                    if key not in first:
+                        first[key] = len(rows)
+                        rows.append(i)
+        if rows:
+            # Outside the lock: a search with calls in flight (SearchConfig.threads) makes them at once.
+            logits, wdl = self.evaluator.evaluate(planes[rows])
+            for i in missing:
+                out_logits[i], out_wdl[i] = logits[first[keys[i]]], wdl[first[keys[i]]]
+        with self._lock:
+            for key, k in first.items():
+                self._answers[key] = (np.array(logits[k]), np.array(wdl[k]))
+            while len(self._answers) > self.capacity:
+                self._answers.popitem(last=False)
+            self.misses += len(rows)
+            self.hits += n - len(rows)
         return out_logits, out_wdl

@@ -13,7 +13,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +54,10 @@ class SearchConfig:
     # Off by default: at 0.1 s a move it measured -44 Elo (-67 .. -21) against the same player without
     # (benchmarks/RESULTS.md); a database at the root (exact play in its positions) is used regardless.
     database_leaves: bool = False
+    # Network calls a game searched alone (selfplay.analysis.GameSearch) keeps in flight at once, each on
+    # a core of its own while the tree goes on selecting the next leaves: the cores a user has, for play.
+    # 1 for self-play, gating, matches and benchmarks, which already run one process a core.
+    threads: int = setting(1, low=1, high=256)
 
     def validate(self) -> None:
         check_settings(self, "search")
@@ -119,6 +125,18 @@ class StageTimes:
         return self.select + self.expand
 
 
+class LeafBatch:
+    """The leaves of one network call: tree, node and repetition count of each, and their input planes."""
+
+    def __init__(self, size: int) -> None:
+        self.game = np.zeros(size, dtype=np.int64)
+        self.node = np.zeros(size, dtype=np.int64)
+        self.reps = np.zeros(size, dtype=np.int64)
+        self.planes = np.zeros((size, NUM_PLANES, 8, 8), dtype=np.float32)
+        self.n = 0
+        self.answer: Future | None = None  # the network's answer, while the call is in flight
+
+
 class BatchedSearch:
     """G search trees in lockstep; see the module docstring."""
 
@@ -136,11 +154,9 @@ class BatchedSearch:
         self.forest = mcts.new_forest(games, capacity or self.config.nodes_per_tree(simulations),
                                       self.rules.no_progress_plies + 2)
         self.active = np.zeros(games, dtype=np.bool_)
-        batch = games * self.config.leaves_per_tree
-        self._leaf_game = np.zeros(batch, dtype=np.int64)
-        self._leaf_node = np.zeros(batch, dtype=np.int64)
-        self._leaf_reps = np.zeros(batch, dtype=np.int64)
-        self._planes = np.zeros((batch, NUM_PLANES, 8, 8), dtype=np.float32)
+        self._batch = LeafBatch(games * self.config.leaves_per_tree)
+        self._in_flight: deque[LeafBatch] = deque()  # overlapped network calls, oldest first
+        self._idle: list[LeafBatch] = []
         self._moves = movegen.new_move_buffer()
         self._actions = np.zeros(movegen.MAX_MOVES, dtype=np.int64)
         self._priors = np.zeros(movegen.MAX_MOVES, dtype=np.float64)
@@ -238,34 +254,71 @@ class BatchedSearch:
 
     def step(self, evaluator: PositionEvaluator) -> int:
         """One select -> evaluate -> expand/backup round over all active trees; returns the leaves evaluated."""
+        batch = self._batch
+        if not self._select(batch):
+            return 0
+        t0 = time.perf_counter()
+        logits, wdl = evaluator.evaluate(batch.planes[:batch.n])
+        self.times.evaluate += time.perf_counter() - t0
+        self._back_up(batch, logits, wdl)
+        return batch.n
+
+    def step_overlapped(self, evaluator: PositionEvaluator, pool: Executor, calls: int) -> int:
+        """`step` with up to `calls` network calls in flight in `pool`'s threads: the tree selects the next
+        leaves (virtual loss and pending leaves steering it away from those in flight) while the network
+        judges the last ones. Backs up the oldest call; returns its leaves (0: none in flight, none to
+        select). `drain` before the tree is read or moved."""
+        while len(self._in_flight) < calls:
+            batch = self._idle.pop() if self._idle else LeafBatch(len(self._batch.node))
+            if not self._select(batch):
+                self._idle.append(batch)
+                break
+            batch.answer = pool.submit(evaluator.evaluate, batch.planes[:batch.n])
+            self._in_flight.append(batch)
+        if not self._in_flight:
+            return 0
+        batch = self._in_flight.popleft()
+        t0 = time.perf_counter()
+        logits, wdl = batch.answer.result()
+        self.times.evaluate += time.perf_counter() - t0
+        self._back_up(batch, logits, wdl)
+        self._idle.append(batch)
+        return batch.n
+
+    def drain(self) -> None:
+        """Back up every network call still in flight (step_overlapped)."""
+        while self._in_flight:
+            batch = self._in_flight.popleft()
+            self._back_up(batch, *batch.answer.result())
+            self._idle.append(batch)
+
+    def _select(self, batch: LeafBatch) -> int:
+        """Select leaves in the active trees into `batch` and encode them; returns how many."""
         c = self.config
         t0 = time.perf_counter()
-        n, n_terminal = mcts.select_leaves(
+        batch.n, n_terminal = mcts.select_leaves(
             self.forest, self.active, c.leaves_per_tree, c.c_puct, c.fpu_reduction, c.fpu_reduction_root,
             c.virtual_loss, c.resolve_captures, self.rules.repetitions_for_draw, self.rules.no_progress_plies,
-            self._leaf_game, self._leaf_node, self._leaf_reps, self._moves, self._tables,
+            batch.game, batch.node, batch.reps, self._moves, self._tables,
         )
         t1 = time.perf_counter()
         self.times.select += t1 - t0
         self.times.terminal_visits += n_terminal
-        if n == 0:
-            return 0
-        mcts.encode_leaves(self.forest, n, self._leaf_game, self._leaf_node, self._leaf_reps, self._planes)
-        t_encoded = time.perf_counter()
-        self.times.encode += t_encoded - t1
-        logits, wdl = evaluator.evaluate(self._planes[:n])
-        t2 = time.perf_counter()
-        mcts.expand_and_backup(self.forest, n, self._leaf_game, self._leaf_node, logits, wdl,
+        if batch.n:
+            mcts.encode_leaves(self.forest, batch.n, batch.game, batch.node, batch.reps, batch.planes)
+            self.times.encode += time.perf_counter() - t1
+        return batch.n
+
+    def _back_up(self, batch: LeafBatch, logits: np.ndarray, wdl: np.ndarray) -> None:
+        t0 = time.perf_counter()
+        mcts.expand_and_backup(self.forest, batch.n, batch.game, batch.node, logits, wdl,
                                self._moves, self._actions, self._priors)
         for g in list(self._noise):
             if self.forest.links[g, 0, mcts.STATE] == mcts.EXPANDED:
                 self._mix_noise(g, self._noise.pop(g))
-        t3 = time.perf_counter()
-        self.times.evaluate += t2 - t_encoded
-        self.times.expand += t3 - t2
-        self.times.leaves += n
+        self.times.expand += time.perf_counter() - t0
+        self.times.leaves += batch.n
         self.times.batches += 1
-        return n
 
     def run(self, evaluator: PositionEvaluator) -> None:
         """Step until every active tree's search is complete."""

@@ -286,3 +286,60 @@ def test_the_tree_grows_so_that_the_clock_ends_the_search():
     analysis = search.analyse(Game(), seconds=1.0)
     assert analysis.seconds < 1.0 and 3_000 < analysis.nodes <= 4_000
     assert best_move(analysis) in Game().legal_moves()
+
+
+class _Overlap:
+    """An evaluator that records how many of its calls run at once (each waits a little, releasing the
+    interpreter as a network call does)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.inner = HashEvaluator(seed=4)
+        self.running = 0
+        self.most = 0
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def evaluate(self, planes):
+        with self._lock:
+            self.running += 1
+            self.calls += 1
+            self.most = max(self.most, self.running)
+        time.sleep(0.002)
+        with self._lock:
+            self.running -= 1
+        return self.inner.evaluate(planes)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_search_with_threads_keeps_that_many_network_calls_in_flight_and_a_whole_tree(threads):
+    from selfplay import mcts
+
+    evaluator = _Overlap()
+    search = GameSearch(evaluator, SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES, threads=threads))
+    game = Game()
+    analysis = search.analyse(game, simulations=1500)
+    assert evaluator.most == threads
+    # Every call was backed up before the search was read: no visit pending, no leaf left waiting, and the
+    # root's visits are its target and the sum of its children's (plus its own expansion).
+    forest = search._search.forest
+    used = int(forest.trees[0, mcts.USED])
+    assert not forest.stats[0, :used, mcts.VIRTUAL].any()
+    assert not (forest.links[0, :used, mcts.STATE] == mcts.PENDING).any()
+    assert forest.stats[0, 0, mcts.VISITS] == 1500 == sum(m.visits for m in analysis.moves) + 1
+    # The search goes on from its tree move after move, as with one thread.
+    game.play(best_move(analysis))
+    again = search.analyse(game, simulations=3000)
+    assert sum(m.visits for m in again.moves) + 1 == 3000
+
+
+def test_a_search_with_threads_finds_the_shot_one_thread_finds():
+    """7-10 gives a man to take two back (tests/test_players.py): found alike with calls in flight."""
+    from selfplay.evaluators import MaterialEvaluator
+    from zero.notation import fen_to_position
+
+    game = Game(start=fen_to_position("B:W12,14,15,29:B2,7,13"))
+    for threads in (1, 2):
+        config = SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES, threads=threads)
+        assert str(best_move(GameSearch(MaterialEvaluator(), config).analyse(game, simulations=3000))) == "7-10"

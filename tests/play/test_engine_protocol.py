@@ -286,3 +286,29 @@ def test_proven_positions_are_answered_with_their_value(api_engine):
     ending = api_engine.analyse("W:WK23,K28:B4,K20", simulations=50)
     assert ending["move"] == "23-19"
     assert ending["proven"] == {"value": "win", "plies": 61, "source": "database", "text": "database win in 61"}
+
+
+def test_with_calls_in_flight_the_engine_answers_as_many_queries_with_their_budgets(tiny_checkpoint):
+    from dataclasses import replace
+
+    from selfplay import mcts
+
+    settings = EngineSettings(slots=4, tree_nodes=1_000_000, default_simulations=8)
+    threaded = Engine(tiny_checkpoint, replace(settings, search=replace(settings.search, threads=2)))
+    queries = [{"id": k, "moves": OPENING[: k % 5], "simulations": 40 + k} for k in range(12)]
+    answers = sorted(threaded.answers(queries), key=lambda a: a["id"])
+    assert [a["id"] for a in answers] == list(range(12))
+    # Every answer counts exactly its budget: nothing still in flight was read, nothing counted twice.
+    assert [a["simulations"] for a in answers] == [40 + k for k in range(12)]
+    shot = threaded.analyse("B:W14,15:B2,6,25", simulations=200_000)
+    assert shot["move"] == "6-10" and shot["proven"]["value"] == "win"
+    # Searches ended by the clock, with calls in flight, and the trees given to the next positions: every
+    # call was backed up into its own tree before the tree was read and reused.
+    mixed = [{"id": k, "moves": OPENING[: k % 5], **({"time": 0.05} if k % 2 else {"simulations": 300})}
+             for k in range(12)]
+    answers = sorted(threaded.answers(mixed), key=lambda a: a["id"])
+    assert [a["simulations"] for a in answers if a["id"] % 2 == 0] == [300] * 6
+    forest = threaded.pool.search.forest
+    for g in range(forest.trees.shape[0]):
+        used = int(forest.trees[g, mcts.USED])
+        assert not forest.stats[g, :used, mcts.VIRTUAL].any(), g
