@@ -100,11 +100,12 @@ def plies_left(evaluator: PositionEvaluator, game: Game) -> float | None:
 
 
 def add_threads_argument(parser: argparse.ArgumentParser) -> None:
-    """--threads, for the commands a user searches with (play, analyze, serve, engine, review)."""
-    cores = os.cpu_count() or 1
-    parser.add_argument("--threads", type=int, default=cores, metavar="N",
-                        help=f"network calls the search keeps in flight, each on a core (default {cores}: this "
-                             "machine's cores)")
+    """--threads, for the commands a user searches with (play, analyze, serve, engine, review). The default
+    is one: on a 2-core machine two searched about 1.3-1.5x the simulations but lost games at 0.1 s a move
+    (the second call's pending leaves make the search less selective; benchmarks/RESULTS.md)."""
+    parser.add_argument("--threads", type=int, default=1, metavar="N",
+                        help="network calls the search keeps in flight, each on a core of its own (default 1; "
+                             f"this machine has {os.cpu_count() or 1} cores)")
 
 
 class Engine:

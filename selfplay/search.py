@@ -54,9 +54,10 @@ class SearchConfig:
     # Off by default: at 0.1 s a move it measured -44 Elo (-67 .. -21) against the same player without
     # (benchmarks/RESULTS.md); a database at the root (exact play in its positions) is used regardless.
     database_leaves: bool = False
-    # Network calls a game searched alone (selfplay.analysis.GameSearch) keeps in flight at once, each on
-    # a core of its own while the tree goes on selecting the next leaves: the cores a user has, for play.
-    # 1 for self-play, gating, matches and benchmarks, which already run one process a core.
+    # Network calls a game searched alone (selfplay.analysis.GameSearch, the analysis engine) keeps in
+    # flight at once, each on a core of its own while the tree goes on selecting the next leaves. 1 by
+    # default: on 2 cores 2 searched 1.2-1.5x the simulations, but their pending leaves made the search less
+    # selective and it lost games at 0.1 s a move (benchmarks/RESULTS.md).
     threads: int = setting(1, low=1, high=256)
 
     def validate(self) -> None:
