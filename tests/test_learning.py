@@ -45,7 +45,7 @@ def test_a_quantization_aware_step_learns_in_the_rounded_pass_too(mixed):
     learner = Learner(PolicyValueNet(TINY), OptimConfig(lr=3e-3, schedule="constant"), HeadWeights(),
                       torch.device("cpu"), quantization_aware=True)
     first = learner.step(mixed, 3e-3)
-    float_loss = sum(first[head] for head in ("policy", "value", "moves_left"))
+    float_loss = sum(getattr(HeadWeights(), head) * first[head] for head in ("policy", "value", "moves_left"))
     assert first["rounded_loss"] != pytest.approx(float_loss, rel=1e-6)  # the rounding changes the outputs
     assert first["loss"] == pytest.approx((float_loss + first["rounded_loss"]) / 2, rel=1e-5)
     for _ in range(60):
