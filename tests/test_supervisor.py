@@ -46,6 +46,17 @@ def disk_full(record: str) -> None:
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
+def disk_full_with_a_pending_task(record: str) -> None:
+    """As an actor whose replay store (zarr, on asyncio) met the full disk mid-write: a task still pending,
+    which asyncio logs about when it is destroyed, after the role's own reason."""
+    import asyncio
+
+    note_start(record)
+    loop = asyncio.new_event_loop()
+    pending = loop.create_task(asyncio.sleep(3600))  # noqa: F841 (freed with this frame, after the error)
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
 def finish(record: str) -> None:
     note_start(record)
 
@@ -109,6 +120,7 @@ def test_healthy_run_starts_the_failure_count_again(supervised):
 @pytest.mark.parametrize(("target", "words"), [
     (exit_fatal, "replay store is corrupt (simulated)"),
     (disk_full, "No space left on device"),
+    (disk_full_with_a_pending_task, "No space left on device"),
 ])
 def test_fatal_exit_fails_at_once_with_log_tail(supervised, target, words):
     sup, record = supervised(target, restart_delay=0.05)

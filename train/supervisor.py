@@ -51,6 +51,10 @@ def role_main(target: Callable[..., Any], args: tuple, parent_pid: int, log_path
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     try:
         target(*args)
+    except SystemExit as exc:
+        if exc.code == FATAL_EXIT_CODE:  # a role's own fatal stop (train.loop.stops_for_good), reason logged
+            exit_fatal()
+        raise
     except Exception as exc:
         problem = disk_problem(exc)
         if problem is not None:
@@ -59,12 +63,21 @@ def role_main(target: Callable[..., Any], args: tuple, parent_pid: int, log_path
             log.error("stopped: %s", problem)
             if log_path:  # the log may sit on the very disk that is full: the console gets the reason too
                 print(f"{mp.current_process().name} stopped: {problem}", file=sys.stderr, flush=True)
-            sys.exit(FATAL_EXIT_CODE)
+            exit_fatal()
         # Into the role's log, where the supervisor's failure report quotes it from; without a log file the
         # re-raised error's traceback already reaches stderr.
         if log_path:
             log.exception("stopped by an error")
         raise
+
+
+def exit_fatal() -> None:
+    """End this role with FATAL_EXIT_CODE, its reason already logged. At once: the interpreter's teardown
+    would free what the failed work left behind (the replay store's pending asyncio tasks) and log about it
+    after the reason, and the supervisor's report quotes the log's last line."""
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(FATAL_EXIT_CODE)
 
 
 def _log_tail(path: str, lines: int = LOG_TAIL_LINES, max_bytes: int = 8192) -> list[str]:
