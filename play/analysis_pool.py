@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,8 +56,6 @@ class AnalysisPool:
                                     egdb=egdb)
         self.waiting: deque[Task] = deque()
         self.running: list[Task | None] = [None] * settings.slots
-        # The network calls in flight (settings.search.threads), each on a thread of its own.
-        self._threads = ThreadPoolExecutor(settings.search.threads, thread_name_prefix="network")
 
     @property
     def idle(self) -> bool:
@@ -82,11 +79,7 @@ class AnalysisPool:
         for g, task in enumerate(self.running):
             if task is not None:
                 self.search.start(g, min(self._visit_limit(task), self.search.root_visits(g) + VISITS_PER_STEP))
-        threads = self.settings.search.threads
-        if threads > 1:
-            self.search.step_overlapped(self.evaluator, self._threads, threads)
-        else:
-            self.search.step(self.evaluator)
+        self.search.step(self.evaluator)
         now = time.perf_counter()
         done = [g for g, task in enumerate(self.running) if task is not None and self._done(g, task, now)]
         if done:

@@ -13,7 +13,6 @@ import math
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -138,13 +137,6 @@ class GameSearch:
         self.clock = clock
         self._search: BatchedSearch | None = None
         self._root: tuple[Position, tuple[Move, ...]] | None = None  # the game's start and moves at the root
-        self._threads: ThreadPoolExecutor | None = None
-
-    def _pool(self) -> ThreadPoolExecutor:
-        """The threads that run the network calls in flight (config.threads), made on first use."""
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(self.config.threads, thread_name_prefix="network")
-        return self._threads
 
     def analyse(self, game: Game, simulations: int | None = None, seconds: float | None = None) -> Analysis:
         """Search the game's current position until its root has `simulations` visits, `seconds` have
@@ -184,10 +176,7 @@ class GameSearch:
         # must answer with a move.
         while search.root_visits(0) < limit and search.root_proven(0) is None and self._make_room(search):
             search.start(0, min(limit, search.root_visits(0) + VISITS_PER_STEP))
-            if self.config.threads > 1:
-                search.step_overlapped(self.evaluator, self._pool(), self.config.threads)
-            else:
-                search.step(self.evaluator)
+            search.step(self.evaluator)
             now = self.clock()
             if now >= deadline:
                 break

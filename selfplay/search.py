@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -158,6 +158,7 @@ class BatchedSearch:
         self._batch = LeafBatch(games * self.config.leaves_per_tree)
         self._in_flight: deque[LeafBatch] = deque()  # overlapped network calls, oldest first
         self._idle: list[LeafBatch] = []
+        self._pool: ThreadPoolExecutor | None = None  # the threads of the calls in flight, made on first use
         self._moves = movegen.new_move_buffer()
         self._actions = np.zeros(movegen.MAX_MOVES, dtype=np.int64)
         self._priors = np.zeros(movegen.MAX_MOVES, dtype=np.float64)
@@ -254,7 +255,13 @@ class BatchedSearch:
                               | (f.stats[:, 0, mcts.PROVEN_PLIES] >= 0))
 
     def step(self, evaluator: PositionEvaluator) -> int:
-        """One select -> evaluate -> expand/backup round over all active trees; returns the leaves evaluated."""
+        """One select -> evaluate -> expand/backup round over all active trees; returns the leaves evaluated.
+        With config.threads > 1 the calls overlap (_step_overlapped): `drain` before the tree is read or
+        moved."""
+        if self.config.threads > 1:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.config.threads, thread_name_prefix="network")
+            return self._step_overlapped(evaluator, self._pool, self.config.threads)
         batch = self._batch
         if not self._select(batch):
             return 0
@@ -264,11 +271,11 @@ class BatchedSearch:
         self._back_up(batch, logits, wdl)
         return batch.n
 
-    def step_overlapped(self, evaluator: PositionEvaluator, pool: Executor, calls: int) -> int:
+    def _step_overlapped(self, evaluator: PositionEvaluator, pool: Executor, calls: int) -> int:
         """`step` with up to `calls` network calls in flight in `pool`'s threads: the tree selects the next
         leaves (virtual loss and pending leaves steering it away from those in flight) while the network
         judges the last ones. Backs up the oldest call; returns its leaves (0: none in flight, none to
-        select). `drain` before the tree is read or moved."""
+        select)."""
         while len(self._in_flight) < calls:
             batch = self._idle.pop() if self._idle else LeafBatch(len(self._batch.node))
             if not self._select(batch):
@@ -287,7 +294,7 @@ class BatchedSearch:
         return batch.n
 
     def drain(self) -> None:
-        """Back up every network call still in flight (step_overlapped)."""
+        """Back up every network call still in flight (with config.threads > 1)."""
         while self._in_flight:
             batch = self._in_flight.popleft()
             self._back_up(batch, *batch.answer.result())
