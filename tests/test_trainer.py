@@ -56,6 +56,25 @@ def test_training_is_paced_by_committed_positions(tmp_path, initial):
     assert trainer.ready()  # new positions from another actor allow more steps
 
 
+def test_the_store_is_reread_only_when_due_or_needed(tmp_path, initial, monkeypatch):
+    """Re-reading a busy store before every step was much of a GPU trainer's step: while the data at hand
+    allows steps it is re-read every refresh_seconds, and at once when the data runs out."""
+    run = tmp_path / "run"
+    write_games(run, 0, range(6))
+    trainer = Trainer(run, config(refresh_seconds=3600.0), initial)
+    reads = []
+    refresh = trainer.reader.refresh
+    monkeypatch.setattr(trainer.reader, "refresh", lambda: reads.append(1) or refresh())
+    assert trainer.ready()
+    write_games(run, 1, range(10, 14))  # not seen while the first games still allow steps
+    committed = trainer.reader.positions_committed()
+    while trainer.ready():
+        trainer.train_step()
+    assert trainer.samples_drawn > 2.0 * committed  # the newer games were taken in when needed ...
+    # ... and the store read only then: at the start, when the first games ran out, when all had
+    assert len(reads) == 3
+
+
 def test_candidates_and_resume_continue_exactly(tmp_path, initial):
     run = tmp_path / "run"
     write_games(run, 0, range(6))

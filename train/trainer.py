@@ -58,6 +58,9 @@ class TrainerConfig:
     expert_share: float = 0.25  # share of each batch from expert positions at step 0 ...
     expert_decay_steps: int = 20_000  # ... decaying linearly to zero over this many steps
     poll_seconds: float = setting(2.0, low=0)  # wait between checks for new data
+    # While the data at hand still allows steps, the replay store is re-read at most this often: with 14
+    # actors committing, re-reading it before every step took 16-50 ms, much of a GPU trainer's step.
+    refresh_seconds: float = setting(1.0, low=0)
     device: str = "auto"
     # "auto": bf16 autocast on a GPU, float32 on the CPU; "bfloat16" on the CPU too rehearses a GPU's rounding.
     precision: str = setting("auto", choices=("auto", "float32", "bfloat16"))
@@ -156,6 +159,9 @@ class Trainer:
         self.parent = str(start)
         self.rng = np.random.default_rng([cfg.seed, self.step])
         self.reader = ReplayReader(self.run_dir)
+        self._refreshed = -float("inf")
+        # Seconds spent since the last candidate reading data (replay, expert rows, database) and learning.
+        self.spent = {"data": 0.0, "learn": 0.0}
         expert = resolve_expert_data(self.run_dir, cfg.expert_data)
         self.expert = open_dataset(expert) if expert else None
         self.expert_rows = self.expert.rows("train") if self.expert else None
@@ -170,8 +176,14 @@ class Trainer:
                  "resumed" if resumed else "started", start, self.step, self.samples_drawn, self.device)
 
     def ready(self) -> bool:
-        """Whether new data allows another step (refreshes the replay reader)."""
-        self.reader.refresh()
+        """Whether the committed data allows another step. The replay store is re-read when the data at
+        hand allows none, and refresh_seconds after the last read."""
+        if not self._data_allows_step() or time.monotonic() - self._refreshed >= self.cfg.refresh_seconds:
+            self.reader.refresh()
+            self._refreshed = time.monotonic()
+        return self._data_allows_step()
+
+    def _data_allows_step(self) -> bool:
         committed = self.reader.positions_committed()
         if committed < self.cfg.min_positions:
             return False
@@ -181,6 +193,7 @@ class Trainer:
         """One step on a batch of self-play positions from the window and, while the share lasts, expert
         positions (one batch, one forward pass)."""
         cfg = self.cfg
+        started = time.perf_counter()
         committed = self.reader.positions_committed()
         n_expert = int(round(cfg.batch_size * expert_share_at(cfg, self.step))) if self.expert else 0
         n_self = cfg.batch_size - n_expert
@@ -193,7 +206,10 @@ class Trainer:
         samples, exact = Samples.concat(parts), 0
         if self.egdb is not None:
             samples, exact = samples.with_database_values(self.egdb)
+        sampled = time.perf_counter()
         metrics = self.learner.step(samples, cfg.optim.lr)
+        self.spent["data"] += sampled - started
+        self.spent["learn"] += time.perf_counter() - sampled
         self.step += 1
         self.samples_drawn += n_self
         metrics["window"] = float(window_size(cfg, committed))
@@ -221,16 +237,27 @@ class Trainer:
             signal.signal(sig, self._request_stop)
         steps_at_start = self.step
         while not self.stopping and (max_steps is None or self.step - steps_at_start < max_steps):
+            asked = time.perf_counter()
             if not self.ready():
                 time.sleep(self.cfg.poll_seconds)
                 continue
+            self.spent["data"] += time.perf_counter() - asked
             metrics = self.train_step()
             if on_step is not None:
                 on_step(self.step, metrics)
             if self.step % self.cfg.checkpoint_every == 0:
                 path = self.save(candidate=True)
-                log.info("step %d: candidate %s (loss %.3f)", self.step, path.name, metrics["loss"])
+                log.info("step %d: candidate %s (loss %.3f; %s)", self.step, path.name, metrics["loss"],
+                         self._pace(self.cfg.checkpoint_every))
         self.save(candidate=False)
+
+    def _pace(self, steps: int) -> str:
+        """Steps a second while training over the last `steps` steps, and the share spent reading data (what
+        a GPU trainer waits on): then starts a new count."""
+        busy = self.spent["data"] + self.spent["learn"]
+        pace = f"{steps / busy:.1f} steps/s while training, {100 * self.spent['data'] / busy:.0f}% reading data"
+        self.spent = {"data": 0.0, "learn": 0.0}
+        return pace
 
     def _request_stop(self, *_):
         self.stopping = True
