@@ -35,7 +35,7 @@ from typing import Callable
 
 import numpy as np
 
-from selfplay.gumbel import improved_policy_target
+from selfplay.gumbel import GumbelRoot, improved_policy_target
 from selfplay.records import POLICY_SLOTS, POSITION_FIELDS, GameRecord, PositionRows
 from selfplay.search import BatchedSearch, RootNoise, SearchConfig, visit_policy
 from zero.config import INFERENCE_PRECISIONS, check_settings, setting
@@ -72,6 +72,12 @@ class SelfPlayConfig:
     # AlphaZero's softmax(log prior + sigma(completed Q)), selfplay.gumbel: it keeps the network's belief
     # in moves a small search left unvisited).
     policy_target: str = setting("visits", choices=("visits", "improved"))
+    # How a full search treats its root: "puct" with Dirichlet noise and the opening temperature, or
+    # "gumbel": sequential halving among the `gumbel_considered` moves Gumbel noise samples from the prior,
+    # the last one standing played (selfplay.gumbel; no Dirichlet noise, no temperature: the Gumbel noise
+    # explores). Fast searches stay PUCT. The paper pairs it with policy_target = "improved".
+    root_search: str = setting("puct", choices=("puct", "gumbel"))
+    gumbel_considered: int = setting(16, low=1)
     resign_threshold: float = -0.9  # resign when the root value for the side to move falls below this
     resign_min_ply: int = 20  # no resignation before this ply
     # Share of games that never resign, to measure wrong resignations.
@@ -357,6 +363,9 @@ class Actor:
             self._play(gen, g, legal[0])
         slot.full_search = bool(slot.rng.random() < cfg.full_search_prob)
         simulations = cfg.full_simulations if slot.full_search else cfg.fast_simulations
+        if slot.full_search and cfg.root_search == "gumbel":
+            gen.search.start(g, simulations, halving=GumbelRoot(slot.rng, cfg.gumbel_considered))
+            return
         noisy = slot.full_search or cfg.noise_in_fast_searches
         noise = RootNoise(slot.rng, cfg.dirichlet_alpha, cfg.dirichlet_fraction) if noisy else None
         gen.search.start(g, simulations, noise)
@@ -404,7 +413,8 @@ class Actor:
             actions, shares = visit_policy(children, pos.black_to_move)
         self._add_row(slot, actions, shares, full=slot.full_search, forced=False, value=value)
         self.stats.full_searches += slot.full_search
-        k = children.best(cfg.temperature_at(game.ply), slot.rng)
+        halved = search.halving_choice(g) if search.root_proven(g) is None else None
+        k = children.best(cfg.temperature_at(game.ply), slot.rng) if halved is None else halved
         self._play(gen, g, children.move(k, pos))
         self._next_search(gen, g)
 

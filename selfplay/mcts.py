@@ -49,6 +49,11 @@ Search step, driven from Python (selfplay.search.BatchedSearch):
 A tree's search is complete when its root has `target` visits (in flight counted), when its root is
 proven, or when its pool is too full for another expansion (`full`).
 
+At the root of a tree searched by sequential halving (Gumbel AlphaZero's root, selfplay.gumbel; the
+caller gives each root child a visit limit, 0 for a child out of the contest), the descent takes the child
+below its limit with the fewest visits (in flight counted), ties to the higher `root_score`; when every
+child has reached its limit the tree stops selecting until the caller sets the next phase's limits.
+
 PUCT at a node p choosing among children c (all from the chooser's view):
     score(c) = Q(c) + c_puct * prior(c) * sqrt(N(p)) / (1 + N(c))
 with N counting in-flight visits, Q(c) = (value_sum(c) - virtual(c) * virtual_loss) / N(c) (0 for a
@@ -341,12 +346,31 @@ def _propagate_proof(f, g, node):
 
 
 @njit(cache=True)
+def _halving_child(f, g, limit, score):
+    """Sequential halving's choice at tree g's root: the child below its visit limit with the fewest visits
+    (in flight counted), ties to the higher score; -1 when every child has reached its limit."""
+    first = f.links[g, 0, FIRST_CHILD]
+    best = -1
+    best_n = np.inf
+    best_score = -np.inf
+    for k in range(f.links[g, 0, N_CHILDREN]):
+        n = f.stats[g, first + k, VISITS] + f.stats[g, first + k, VIRTUAL]
+        if n >= limit[k]:
+            continue
+        if n < best_n or (n == best_n and score[k] > best_score):
+            best, best_n, best_score = first + k, n, score[k]
+    return best
+
+
+@njit(cache=True)
 def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reduction_root, virtual_loss,
                   resolve_captures, repetitions_for_draw, no_progress_plies, leaf_game, leaf_node, leaf_reps, moves,
-                  tables):
+                  tables, halving, root_limit, root_score):
     """One selection pass over the active trees (see the module docstring). Writes the leaves for the
     network (tree, node, repetition count) and returns (their number, visits to proven nodes made).
-    `tables` is an endgame database (zero.egdb.Tables; zero.egdb.no_tables() for none)."""
+    `tables` is an endgame database (zero.egdb.Tables; zero.egdb.no_tables() for none). Trees with
+    `halving[g]` choose at the root by sequential halving, with root child k's visit limit root_limit[g, k]
+    and its tie-break root_score[g, k]."""
     n_leaves = 0
     n_terminal = 0
     for g in range(active.shape[0]):
@@ -364,6 +388,11 @@ def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reducti
                     break
                 state = f.links[g, node, STATE]
                 if state == EXPANDED:
+                    if node == 0 and halving[g]:
+                        node = _halving_child(f, g, root_limit[g], root_score[g])
+                        if node < 0:
+                            break
+                        continue
                     reduction = fpu_reduction_root if node == 0 else fpu_reduction
                     node = _best_child(f, g, node, c_puct, reduction, virtual_loss)
                     continue
@@ -374,6 +403,8 @@ def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reducti
                     elif _expand_without_network(f, g, node, n_moves, resolve_captures, moves):
                         continue
                 break
+            if node < 0:
+                break  # every root child has had this phase's visits
             if f.stats[g, node, PROVEN_PLIES] >= 0:
                 value = f.stats[g, node, PROVEN_VALUE]
                 _backup(f, g, node, value, 1.0 if value == 0.0 else 0.0, 0.0)

@@ -19,7 +19,11 @@ Semantics (see selfplay.mcts for the reasoning):
   * score = Q + c_puct * prior * sqrt(N_parent) / (1 + N), in-flight visits counted in N and as losses of
     size `virtual_loss` in Q (a proven draw's Q is 0, a child proven lost for the chooser is never
     chosen); unvisited children get Q_parent - fpu_reduction * sqrt(visited prior mass), Q_parent being 0
-    before the parent's first visit; ties go to the first child in generation order.
+    before the parent's first visit; ties go to the first child in generation order;
+  * with sequential halving at the root (selfplay.gumbel; begun when the root is expanded, its phase
+    advanced before each step's selection), a descent from the root takes the child below its visit limit
+    with the fewest visits (in-flight ones counted), ties to the higher Gumbel score, and when every child
+    has reached its limit the step selects no more.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ import math
 
 import numpy as np
 
-from selfplay.search import SearchConfig
+from selfplay.gumbel import GumbelRoot, SequentialHalving
+from selfplay.search import RootChildren, SearchConfig
 from zero.encoding import encode, move_action
 from zero.game import Game, Move, Position, RulesConfig
 
@@ -64,17 +69,40 @@ class ReferenceMcts:
         self.root = Node(game.position, game.no_progress[-1], None, None, 1.0)
         window = game.no_progress[-1]
         self.history = game.positions[len(game.positions) - 1 - window: -1]
+        self.halving_spec: GumbelRoot | None = None
+        self.halving: SequentialHalving | None = None
 
-    def run(self, simulations: int) -> Node:
+    def run(self, simulations: int, halving: GumbelRoot | None = None) -> Node:
+        """Search until the root has `simulations` visits; with `halving`, its root by sequential halving."""
+        self.halving_spec, self.halving = halving, None
         while self.root.visits + self.root.virtual < simulations and self.root.proven_value is None:
+            if self.halving_spec is not None and self.halving is None and self.root.expanded:
+                self.halving = self.halving_spec.begin(self.network_prior(), max(simulations - self.root.visits, 1))
+            if self.halving is not None:
+                self.halving.advance(self.root_children(), self.network_prior())
             self.step(simulations)
         return self.root
+
+    def network_prior(self) -> np.ndarray:
+        return np.array([child.prior for child in self.root.children])
+
+    def root_children(self) -> RootChildren:
+        """The root's children in the form the fast search reports them (selfplay.search.RootChildren)."""
+        kids = self.root.children
+        proven = [np.nan if c.proven_value is None else -c.proven_value for c in kids]
+        zeros = np.zeros(len(kids), np.int64)
+        return RootChildren(zeros, zeros, zeros, np.array([c.visits for c in kids], np.int64), self.network_prior(),
+                            np.array([c.value_sum for c in kids]), np.array([c.draw_sum for c in kids]),
+                            np.array(proven), np.array([c.proven_plies + 1 if c.proven_value is not None else -1
+                                                        for c in kids], np.int64))
 
     def step(self, simulations: int) -> None:
         leaves: list[tuple[Node, int]] = []
         while (len(leaves) < self.config.leaves_per_tree and self.root.visits + self.root.virtual < simulations
                and self.root.proven_value is None):
             node = self._descend()
+            if node is None:
+                break  # every root child has had this phase's visits
             if node.proven_value is not None:
                 value = node.proven_value
                 self._backup(node, value, 1.0 if value == 0.0 else 0.0, in_flight=False)
@@ -98,12 +126,27 @@ class ReferenceMcts:
                 value, draw = 0.0, 0.0  # a diverged network's answer counts as an even one
             self._backup(node, value, draw, in_flight=True)
 
-    def _descend(self) -> Node:
+    def _halving_child(self) -> Node | None:
+        best, best_key = None, None
+        for k, child in enumerate(self.root.children):
+            n = child.visits + child.virtual
+            if n >= self.halving.limit[k]:
+                continue
+            key = (-n, float(np.float32(self.halving.score[k])))
+            if best_key is None or key > best_key:
+                best, best_key = child, key
+        return best
+
+    def _descend(self) -> Node | None:
         """Down the tree by PUCT to a proven, pending or new node, deciding new nodes by the rules and
         passing through the forced ones."""
         node = self.root
         while node.proven_value is None:
-            if node.expanded:
+            if node.expanded and node is self.root and self.halving is not None:
+                node = self._halving_child()
+                if node is None:
+                    return None
+            elif node.expanded:
                 node = self._best_child(node)
             elif node.pending:
                 break

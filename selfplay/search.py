@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from zero.config import check_settings, setting
 from zero.egdb import Egdb, no_tables
 from zero.encoding import NUM_PLANES, action_index
 from zero.game import Game, Move, Position, RulesConfig
+
+if TYPE_CHECKING:
+    from selfplay.gumbel import GumbelRoot, SequentialHalving
 
 
 @dataclass
@@ -167,6 +171,13 @@ class BatchedSearch:
         # The network's priors at a root before Dirichlet noise was mixed into them (network_prior).
         self._clean_prior: dict[int, np.ndarray] = {}
         self._tables = egdb.tables if egdb is not None and self.config.database_leaves else no_tables()
+        # Roots searched by sequential halving: their specs until the root is expanded, then their state,
+        # kept after the search for `halving_choice`; the kernel reads the flags, limits and scores.
+        self._halving_spec: dict[int, tuple[GumbelRoot, int]] = {}
+        self._halving: dict[int, SequentialHalving] = {}
+        self._halving_on = np.zeros(games, dtype=np.bool_)
+        self._root_limit = np.zeros((games, movegen.MAX_MOVES), dtype=np.float32)
+        self._root_score = np.zeros((games, movegen.MAX_MOVES), dtype=np.float32)
         self.times = StageTimes()
 
     # -- tree set-up ----------------------------------------------------------------------------------
@@ -174,6 +185,7 @@ class BatchedSearch:
         """Start tree g afresh at the game's current position."""
         pos = game.position
         self._clean_prior.pop(g, None)
+        self._halving.pop(g, None)
         mcts.reset_tree(self.forest, g, pos.black, pos.white, pos.kings, pos.black_to_move, game.no_progress[-1])
         self._set_history(g, game)
 
@@ -226,18 +238,46 @@ class BatchedSearch:
         return int(kept)
 
     # -- searching -----------------------------------------------------------------------------------
-    def start(self, g: int, simulations: int, noise: RootNoise | None = None) -> None:
+    def start(self, g: int, simulations: int, noise: RootNoise | None = None,
+              halving: GumbelRoot | None = None) -> None:
         """Begin a search of tree g that ends when its root has `simulations` visits (reused ones count).
 
-        With `noise`, Dirichlet noise is mixed into the root priors (as soon as the root is expanded)."""
+        With `noise`, Dirichlet noise is mixed into the root priors (as soon as the root is expanded). With
+        `halving`, the root is searched by sequential halving (selfplay.gumbel), PUCT below it."""
         self.forest.trees[g, mcts.TARGET] = simulations
         self.active[g] = True
         self._noise.pop(g, None)
+        self._halving.pop(g, None)
+        self._halving_spec.pop(g, None)
+        self._halving_on[g] = False
         if noise is not None:
             if self.forest.links[g, 0, mcts.STATE] == mcts.EXPANDED:
                 self._mix_noise(g, noise)
             else:
                 self._noise[g] = noise
+        if halving is not None:
+            self._halving_spec[g] = (halving, simulations)
+            if self.forest.links[g, 0, mcts.STATE] == mcts.EXPANDED:
+                self._begin_halving(g)
+
+    def _begin_halving(self, g: int) -> None:
+        spec, simulations = self._halving_spec.pop(g)
+        added = simulations - int(self.forest.stats[g, 0, mcts.VISITS])
+        self._halving[g] = spec.begin(self.network_prior(g), max(added, 1))
+        self._halving_on[g] = True
+        self._set_limits(g)
+
+    def _set_limits(self, g: int) -> None:
+        halving = self._halving[g]
+        n = len(halving.limit)
+        self._root_limit[g, :n] = halving.limit
+        self._root_score[g, :n] = halving.score
+
+    def halving_choice(self, g: int) -> int | None:
+        """The move sequential halving chose at tree g's root (root_children's index), None where the search
+        was not one (or its root was never expanded)."""
+        halving = self._halving.get(g)
+        return None if halving is None else halving.choice(self.root_children(g), self.network_prior(g))
 
     def _mix_noise(self, g: int, noise: RootNoise) -> None:
         first, n = (int(x) for x in self.forest.links[g, 0, [mcts.FIRST_CHILD, mcts.N_CHILDREN]])
@@ -247,6 +287,8 @@ class BatchedSearch:
     def stop(self, g: int) -> None:
         self.active[g] = False
         self._noise.pop(g, None)
+        self._halving_spec.pop(g, None)
+        self._halving_on[g] = False
 
     def complete(self) -> np.ndarray:
         """Active trees whose search is done (target reached or pool full)."""
@@ -304,10 +346,14 @@ class BatchedSearch:
         """Select leaves in the active trees into `batch` and encode them; returns how many."""
         c = self.config
         t0 = time.perf_counter()
+        for g, halving in self._halving.items():
+            if self._halving_on[g] and halving.advance(self.root_children(g), self.network_prior(g)):
+                self._set_limits(g)
         batch.n, n_terminal = mcts.select_leaves(
             self.forest, self.active, c.leaves_per_tree, c.c_puct, c.fpu_reduction, c.fpu_reduction_root,
             c.virtual_loss, c.resolve_captures, self.rules.repetitions_for_draw, self.rules.no_progress_plies,
-            batch.game, batch.node, batch.reps, self._moves, self._tables,
+            batch.game, batch.node, batch.reps, self._moves, self._tables, self._halving_on, self._root_limit,
+            self._root_score,
         )
         t1 = time.perf_counter()
         self.times.select += t1 - t0
@@ -324,6 +370,9 @@ class BatchedSearch:
         for g in list(self._noise):
             if self.forest.links[g, 0, mcts.STATE] == mcts.EXPANDED:
                 self._mix_noise(g, self._noise.pop(g))
+        for g in list(self._halving_spec):
+            if self.forest.links[g, 0, mcts.STATE] == mcts.EXPANDED:
+                self._begin_halving(g)
         self.times.expand += time.perf_counter() - t0
         self.times.leaves += batch.n
         self.times.batches += 1

@@ -54,9 +54,10 @@ def run(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("policy_target", ["visits", "improved"])
-def test_actor_games_are_whole_and_consistent(run, policy_target):
-    stats = Actor(run, 3, _config(policy_target=policy_target), games=5).run()
+@pytest.mark.parametrize("policy_target,root_search", [("visits", "puct"), ("improved", "puct"),
+                                                      ("improved", "gumbel")])
+def test_actor_games_are_whole_and_consistent(run, policy_target, root_search):
+    stats = Actor(run, 3, _config(policy_target=policy_target, root_search=root_search), games=5).run()
     games = _games(run)
     assert stats.games == len(games) == 5
     assert sum(g.length for g in games) == stats.positions

@@ -298,35 +298,38 @@ class Learner:
                 rounded_out = self.rounded_pass(batch.planes)
             rounded_loss = total_loss(losses(rounded_out, batch, self.label_smoothing), self.heads)
             loss = (loss + rounded_loss) / 2
-        if not bool(torch.isfinite(loss)):
-            # Stepping on would make every weight NaN, and the next checkpoint a network that cannot play.
-            raise TrainingDiverged(f"the training loss is {loss.item()} (the network or a setting such as "
-                                   f"the learning rate, weight decay or head weights made it diverge); "
-                                   f"stopped before writing another checkpoint")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.optim.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.optim.grad_clip)
-        self.optimizer.step()
-        metrics = {"loss": loss.item(), **{name: value.item() for name, value in parts.items()}}
+        named = {"loss": loss, **parts}
         if self.rounded_pass is not None:
-            metrics["rounded_loss"] = rounded_loss.item()
+            named["rounded_loss"] = rounded_loss
         sources = np.unique(samples.source)
         if len(sources) > 1:
             with torch.no_grad():
                 for index in sources:
-                    mask = batch.source == int(index)
-                    part = losses(_select(out, mask), _select(batch, mask), self.label_smoothing)
-                    for name, value in part.items():
-                        metrics[f"{SOURCES[index]}/{name}_loss"] = value.item()
-        else:
-            for name in parts:
-                metrics[f"{SOURCES[int(sources[0])]}/{name}_loss"] = metrics[name]
+                    part = losses(out, _weighted_by(batch, batch.source == int(index)), self.label_smoothing)
+                    named.update({f"{SOURCES[index]}/{name}_loss": value for name, value in part.items()})
+        # One transfer from the device for every figure: each .item() waits for the GPU, and on a GPU shared
+        # with a dozen self-play processes every wait costs a time slice.
+        metrics = dict(zip(named, torch.stack([v.detach().float() for v in named.values()]).tolist()))
+        if not math.isfinite(metrics["loss"]):
+            # Stepping on would make every weight NaN, and the next checkpoint a network that cannot play.
+            raise TrainingDiverged(f"the training loss is {metrics['loss']} (the network or a setting such as "
+                                   f"the learning rate, weight decay or head weights made it diverge); "
+                                   f"stopped before writing another checkpoint")
+        self.optimizer.step()
+        if len(sources) == 1:
+            metrics.update({f"{SOURCES[int(sources[0])]}/{name}_loss": metrics[name] for name in parts})
         return metrics
 
 
-def _select(item, mask: torch.Tensor):
-    """The rows of a Batch or a network output that the mask selects."""
-    if isinstance(item, Batch):
-        return Batch(**{f.name: getattr(item, f.name)[mask] for f in fields(Batch)})
-    return type(item)(*(None if t is None else t.detach()[mask] for t in item))
+def _weighted_by(batch: Batch, mask: torch.Tensor) -> Batch:
+    """The batch with every row outside `mask` weighted 0: the losses of the masked rows alone, computed on
+    the device without selecting rows (a selection waits for the GPU to count them)."""
+    w = mask.float()
+    return dataclasses.replace(batch, policy_weight=batch.policy_weight * w, value_weight=batch.value_weight * w,
+                               moves_left_weight=batch.moves_left_weight * w)
+
+
