@@ -111,10 +111,15 @@ class SequentialHalving:
             return
         self.limit[self.contenders] += max(1, self.simulations // (self.phases * len(self.contenders)))
 
+    def due(self, visits: np.ndarray) -> bool:
+        """Whether every contender has its phase's visits (`visits`: the root children's), so that the phase
+        ends: a cheap check before `advance`, which reads the whole root."""
+        return len(self.contenders) > 1 and bool((visits[self.contenders] >= self.limit[self.contenders]).all())
+
     def advance(self, children: RootChildren, prior: np.ndarray) -> bool:
         """When every contender has its phase's visits, the worse half drops out and the next phase opens;
         returns whether the limits changed. `prior` is the network's."""
-        if len(self.contenders) == 1 or (children.visits[self.contenders] < self.limit[self.contenders]).any():
+        if not self.due(children.visits):
             return False
         ranked = self.contenders[np.argsort(-(self.score + sigma(children, prior))[self.contenders], kind="stable")]
         dropped = ranked[math.ceil(len(ranked) / 2):]

@@ -346,8 +346,11 @@ class BatchedSearch:
         """Select leaves in the active trees into `batch` and encode them; returns how many."""
         c = self.config
         t0 = time.perf_counter()
-        for g, halving in self._halving.items():
-            if self._halving_on[g] and halving.advance(self.root_children(g), self.network_prior(g)):
+        for g in np.flatnonzero(self._halving_on):
+            halving = self._halving[g]
+            first, n = self.forest.links[g, 0, mcts.FIRST_CHILD], self.forest.links[g, 0, mcts.N_CHILDREN]
+            if halving.due(self.forest.stats[g, first:first + n, mcts.VISITS]):
+                halving.advance(self.root_children(g), self.network_prior(g))
                 self._set_limits(g)
         batch.n, n_terminal = mcts.select_leaves(
             self.forest, self.active, c.leaves_per_tree, c.c_puct, c.fpu_reduction, c.fpu_reduction_root,
