@@ -75,12 +75,18 @@ def test_the_target_finds_the_winning_move_that_a_small_search_barely_visits():
     assert share > dict(zip(visit_actions.tolist(), visit_shares.tolist()))[win_action]
 
 
-def test_the_network_prior_is_the_root_prior_without_the_noise():
+def _searched_start(visits: int, largest: int) -> tuple[Game, BatchedSearch]:
+    """The start position searched to `visits` root visits, in a search sized for `largest`."""
     game = Game()
-    search = BatchedSearch(1, SearchConfig(), game.rules, simulations=64)
+    search = BatchedSearch(1, SearchConfig(), game.rules, simulations=largest)
     search.set_root(0, game)
-    search.start(0, 8)
+    search.start(0, visits)
     search.run(HashEvaluator())
+    return game, search
+
+
+def test_the_network_prior_is_the_root_prior_without_the_noise():
+    game, search = _searched_start(8, 64)
     clean = search.root_children(0).prior
     search.start(0, 16, RootNoise(np.random.default_rng(0), alpha=1.0, fraction=0.25))
     search.run(HashEvaluator())
@@ -173,15 +179,11 @@ def test_the_halving_root_of_the_numba_search_matches_the_reference(leaves_per_t
 
 
 def test_a_reused_tree_counts_its_visits_towards_the_phases():
-    game = Game()
-    search = BatchedSearch(1, SearchConfig(), game.rules, simulations=400)
-    search.set_root(0, game)
-    search.start(0, 100)
-    search.run(HashEvaluator())
+    _, search = _searched_start(100, 400)
     before = search.root_children(0).visits.copy()
     search.start(0, 300, halving=GumbelRoot(np.random.default_rng(1), considered=4))
     search.run(HashEvaluator())
     after = search.root_children(0).visits
     assert search.root_visits(0) == 300 and (after >= before).all()
-    # 200 new visits over 2 phases: no contender gains more than the phases give while others remain.
+    # The reused visits count towards the target: the halving adds only the 200 it leaves.
     assert (after - before).sum() == 200
