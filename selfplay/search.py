@@ -54,10 +54,12 @@ class SearchConfig:
     # by default: at 0.1 s a move it measured -1 Elo (-26 .. +23) against the same player without
     # (benchmarks/RESULTS.md), though it finds shots a material-only value misses.
     resolve_captures: bool = False
-    # Positions an endgame database holds as exact leaves below the root, when the search is given one.
-    # Off by default: at 0.1 s a move it measured -44 Elo (-67 .. -21) against the same player without
-    # (benchmarks/RESULTS.md); a database at the root (exact play in its positions) is used regardless.
-    database_leaves: bool = False
+    # Positions an endgame database holds as exact leaves below the root, when the search is given one (play,
+    # analyze, serve, engine and review load the largest built; self-play and matches only when asked). At
+    # 0.1 s a move with the 5-piece database it measured +38 Elo (+14 .. +61) against the same player using
+    # the database at the root only (benchmarks/RESULTS.md; the -44 measured earlier predates the time
+    # manager). A database at the root (exact play in its positions) is used regardless.
+    database_leaves: bool = True
     # Network calls a game searched alone (selfplay.analysis.GameSearch, the analysis engine) keeps in
     # flight at once, each on a core of its own while the tree goes on selecting the next leaves. 1 by
     # default: on 2 cores 2 searched 1.2-1.5x the simulations, but their pending leaves made the search less

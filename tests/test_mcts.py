@@ -476,8 +476,11 @@ def test_database_leaves_are_a_setting(four_pieces):
     # Given a database without database_leaves, the search is the one without a database (the database
     # then serves at the root only, through GameSearch).
     game = Game(fen_to_position("W:WK23,K28:B4,K20"))
-    plain = analyse(game, HashEvaluator(seed=2), 300)
-    unused = analyse(game, HashEvaluator(seed=2), 300, egdb=four_pieces)
+    off = SearchConfig(database_leaves=False)
+    plain = analyse(game, HashEvaluator(seed=2), 300, off)
+    unused = analyse(game, HashEvaluator(seed=2), 300, off, egdb=four_pieces)
+    used = analyse(game, HashEvaluator(seed=2), 300, egdb=four_pieces)  # on by default
+    assert [(str(s.move), s.visits) for s in plain.moves] != [(str(s.move), s.visits) for s in used.moves]
     assert [(str(s.move), s.visits) for s in plain.moves] == [(str(s.move), s.visits) for s in unused.moves]
     # At the root, GameSearch plays the database's best move whatever the search found.
     from selfplay.analysis import GameSearch
