@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -28,9 +28,6 @@ from zero.config import check_settings, setting
 from zero.egdb import Egdb, no_tables
 from zero.encoding import NUM_PLANES, action_index
 from zero.game import Game, Move, Position, RulesConfig
-
-if TYPE_CHECKING:
-    from selfplay.gumbel import GumbelRoot, SequentialHalving
 
 
 @dataclass
@@ -144,6 +141,26 @@ class LeafBatch:
         self.answer: Future | None = None  # the network's answer, while the call is in flight
 
 
+class RootHalving(Protocol):
+    """A root searched by sequential halving (selfplay.gumbel.SequentialHalving): each root child's visit
+    limit in the current phase and its tie-break score, which the kernel reads."""
+
+    limit: np.ndarray
+    score: np.ndarray
+
+    def due(self, visits: np.ndarray) -> bool: ...
+
+    def advance(self, children: RootChildren, prior: np.ndarray) -> bool: ...
+
+    def choice(self, children: RootChildren, prior: np.ndarray) -> int: ...
+
+
+class HalvingSpec(Protocol):
+    """How to begin a RootHalving once the root's priors are known (selfplay.gumbel.GumbelRoot)."""
+
+    def begin(self, prior: np.ndarray, simulations: int) -> RootHalving: ...
+
+
 class BatchedSearch:
     """G search trees in lockstep; see the module docstring."""
 
@@ -175,8 +192,8 @@ class BatchedSearch:
         self._tables = egdb.tables if egdb is not None and self.config.database_leaves else no_tables()
         # Roots searched by sequential halving: their specs until the root is expanded, then their state,
         # kept after the search for `halving_choice`; the kernel reads the flags, limits and scores.
-        self._halving_spec: dict[int, tuple[GumbelRoot, int]] = {}
-        self._halving: dict[int, SequentialHalving] = {}
+        self._halving_spec: dict[int, HalvingSpec] = {}
+        self._halving: dict[int, RootHalving] = {}
         self._halving_on = np.zeros(games, dtype=np.bool_)
         self._root_limit = np.zeros((games, movegen.MAX_MOVES), dtype=np.float32)
         self._root_score = np.zeros((games, movegen.MAX_MOVES), dtype=np.float32)
@@ -241,7 +258,7 @@ class BatchedSearch:
 
     # -- searching -----------------------------------------------------------------------------------
     def start(self, g: int, simulations: int, noise: RootNoise | None = None,
-              halving: GumbelRoot | None = None) -> None:
+              halving: HalvingSpec | None = None) -> None:
         """Begin a search of tree g that ends when its root has `simulations` visits (reused ones count).
 
         With `noise`, Dirichlet noise is mixed into the root priors (as soon as the root is expanded). With
@@ -258,13 +275,13 @@ class BatchedSearch:
             else:
                 self._noise[g] = noise
         if halving is not None:
-            self._halving_spec[g] = (halving, simulations)
+            self._halving_spec[g] = halving
             if self.forest.links[g, 0, mcts.STATE] == mcts.EXPANDED:
                 self._begin_halving(g)
 
     def _begin_halving(self, g: int) -> None:
-        spec, simulations = self._halving_spec.pop(g)
-        added = simulations - int(self.forest.stats[g, 0, mcts.VISITS])
+        spec = self._halving_spec.pop(g)
+        added = int(self.forest.trees[g, mcts.TARGET] - self.forest.stats[g, 0, mcts.VISITS])
         self._halving[g] = spec.begin(self.network_prior(g), max(added, 1))
         self._halving_on[g] = True
         self._set_limits(g)
