@@ -21,7 +21,7 @@ from selfplay import mcts
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import (BatchedSearch, SearchConfig, choose_move, move_order, moves_by_key, proven_wdl, warm_up,
                              wdl_of)
-from selfplay.time_manager import TimeManager, decided
+from selfplay.time_manager import Instability, TimeManager, decided
 from zero.egdb import Egdb
 from zero.game import Game, Move, Position
 
@@ -137,6 +137,9 @@ class GameSearch:
         self.clock = clock
         self._search: BatchedSearch | None = None
         self._root: tuple[Position, tuple[Move, ...]] | None = None  # the game's start and moves at the root
+        # The root value the last `choose` found, by side to move, in the game the tree follows: a value
+        # that falls below it makes a search on the clock think on.
+        self._chosen_value: dict[bool, float] = {}
 
     def analyse(self, game: Game, simulations: int | None = None, seconds: float | None = None) -> Analysis:
         """Search the game's current position until its root has `simulations` visits, `seconds` have
@@ -144,21 +147,25 @@ class GameSearch:
         the two limits must be given."""
         return self._run(game, simulations, seconds, stop_early=False)
 
-    def choose(self, game: Game, simulations: int | None = None,
-               seconds: float | None = None) -> tuple[Move, Analysis | None]:
+    def choose(self, game: Game, simulations: int | None = None, seconds: float | None = None,
+               most_seconds: float | None = None) -> tuple[Move, Analysis | None]:
         """The move to play and the search behind it. A forced move (the only legal one) is played at once,
         unsearched (None): no network call, and the tree follows it at the next search. Otherwise a search
         as `analyse`'s, except that on the clock it stops as soon as its move can no longer change
-        (selfplay.time_manager.decided)."""
+        (selfplay.time_manager.decided), and with `most_seconds` (above `seconds`, a game clock's move) it
+        thinks on past `seconds`, up to `most_seconds`, while its choice is unstable
+        (selfplay.time_manager.Instability)."""
         if game.outcome is not None:
             raise ValueError(f"the game is over ({game.outcome.termination.value})")
         legal = game.legal_moves()
         if len(legal) == 1:
             return legal[0], None
-        analysis = self._run(game, simulations, seconds, stop_early=seconds is not None)
+        analysis = self._run(game, simulations, seconds, stop_early=seconds is not None, most_seconds=most_seconds)
+        self._chosen_value[game.position.black_to_move] = analysis.root_value
         return best_move(analysis), analysis
 
-    def _run(self, game: Game, simulations: int | None, seconds: float | None, stop_early: bool) -> Analysis:
+    def _run(self, game: Game, simulations: int | None, seconds: float | None, stop_early: bool,
+             most_seconds: float | None = None) -> Analysis:
         if game.outcome is not None:
             raise ValueError(f"the game is over ({game.outcome.termination.value})")
         if simulations is None and seconds is None:
@@ -169,20 +176,27 @@ class GameSearch:
             warm_up(self.evaluator, self.config, game.rules, self.egdb)
         started = self.clock()
         deadline = started + seconds if seconds is not None else math.inf
+        last_deadline = max(deadline, started + most_seconds) if most_seconds is not None else deadline
         limit = simulations if simulations is not None else NO_VISIT_LIMIT
         search = self._rooted_at(game)
         kept = search.root_visits(0)
+        instability = Instability(self.time_manager, self._chosen_value.get(game.position.black_to_move))
         # At least one step even when the time is already spent (a loaded machine): a player on the clock
         # must answer with a move.
         while search.root_visits(0) < limit and search.root_proven(0) is None and self._make_room(search):
             search.start(0, min(limit, search.root_visits(0) + VISITS_PER_STEP))
             search.step(self.evaluator)
             now = self.clock()
-            if now >= deadline:
+            visits = search.root_visits(0)
+            if last_deadline > deadline:
+                instability.observe(search.root_children(0), visits - kept)
+            if now >= deadline and (now >= last_deadline or
+                                    not instability.unstable(visits - kept, search.root_value(0))):
                 break
             if stop_early:
-                visits = search.root_visits(0)
-                left = min(self.time_manager.simulations_left(visits - kept, now - started, deadline - now),
+                # Before the target, the time to it is what is left; past it, an unstable search's time.
+                end = deadline if now < deadline else last_deadline
+                left = min(self.time_manager.simulations_left(visits - kept, now - started, end - now),
                            limit - visits)
                 if decided(search.root_children(0), left):
                     break
@@ -221,6 +235,7 @@ class GameSearch:
             self._search.follow(0, moves[len(last[1]):], game)
         else:
             self._search.set_root(0, game)
+            self._chosen_value.clear()  # another game's values
         self._root = (start, moves)
         return self._search
 

@@ -1,4 +1,7 @@
-"""When a move's search on the clock may stop before its time is up: once its move can no longer change.
+"""How a search on the clock spends its time: when it may stop before its time is up, when it should think
+on past it, and how a game clock with an increment is split into moves.
+
+Stopping early: once its move can no longer change.
 
 The move a search plays is the first of `selfplay.search.move_order` (a proven win, else the most visited
 move). Visits only grow, and the rest of the time buys a bounded number of them, so once no other move could
@@ -6,6 +9,11 @@ reach the leader's visits even if every simulation left went to it, the time lef
 simulations left are estimated from the rate this search has measured so far, with a margin. (A move
 proven lost later, or another proven a win, could still change the choice; a proven root or a proven
 winning move ends the search by itself.) `selfplay.analysis.GameSearch.choose` asks this after every step.
+
+Thinking on: a player on a game clock (`GameClock`) aims at a target time a move and may go on to a most
+(`TimeManager.move_time`); at the target it stops unless its choice is unstable (`Instability`): the move it
+would play changed late in the search, or the position's value fell well below what the player's previous
+search found. The time saved by early stops and forced moves stays on the clock and pays for these.
 """
 
 from __future__ import annotations
@@ -28,6 +36,20 @@ class TimeManager:
     # leaves already in flight), and stopping a search whose move would have changed costs strength, while
     # searching on costs only time.
     rate_margin: float = setting(1.5, low=1)
+    # A move on a game clock aims at the increment plus this share of the time banked (what earlier moves
+    # saved): the bank is spread as if this many moves were left, which keeps a reserve for the critical
+    # moves the game has not reached yet.
+    moves_to_go: float = setting(20.0, low=1)
+    # An unstable search may think on to this many times its target...
+    extension: float = setting(3.0, low=1)
+    # ... but never spends more than the increment and this share of the bank on one move.
+    most_of_bank: float = setting(0.3, low=0, high=1)
+    # The choice is unstable when the move to play changed within this last share of the search's
+    # simulations...
+    unstable_share: float = setting(0.25, low=0, high=1)
+    # ... or when the root's value (in [-1, 1], for the side to move) fell this much below the value the
+    # player's previous search found.
+    value_drop: float = setting(0.1, low=0, high=2)
 
     def validate(self) -> None:
         check_settings(self, "time manager")
@@ -48,3 +70,78 @@ def decided(children: RootChildren, simulations_left: float) -> bool:
     if not len(rivals):
         return True
     return float(np.max(children.visits[rivals])) + simulations_left < float(children.visits[order[0]])
+
+
+@dataclass(frozen=True)
+class GameClock:
+    """A game clock: `base` seconds at the start, and `increment` seconds added at each of the player's moves,
+    before it is played (so that base 0 and increment 0.1 is "0.1 s a move on average": what a move saves
+    stays on the clock for later ones). A search may overrun its time by one network call; the clock keeps
+    the overrun (a negative bank) and later moves pay it back, so no move loses on time."""
+
+    base: float
+    increment: float
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.base) and math.isfinite(self.increment)) or self.base < 0 or \
+                self.increment < 0 or self.base + self.increment <= 0:
+            raise ValueError(f"a game clock needs a base and an increment of seconds, finite, not negative "
+                             f"and not both 0, got {self.base:g}+{self.increment:g}")
+
+    def __str__(self) -> str:
+        return f"{self.base:g}+{self.increment:g}"
+
+    @classmethod
+    def parse(cls, text: str) -> "GameClock":
+        """`BASE+INCREMENT` in seconds, e.g. `60+0.5` or `0+0.1`; a ValueError names what is wrong."""
+        base, plus, increment = text.partition("+")
+        try:
+            if not plus:
+                raise ValueError
+            return cls(float(base), float(increment))
+        except ValueError as exc:
+            detail = str(exc) if str(exc).startswith("a game clock") else f"a game clock is BASE+INCREMENT " \
+                                                                          f"in seconds, e.g. 0+0.1, got {text!r}"
+            raise ValueError(detail) from None
+
+
+@dataclass(frozen=True)
+class MoveTime:
+    """A move's time on a game clock: the search aims at `target` seconds, and may think on to `most` while
+    its choice is unstable."""
+
+    target: float
+    most: float
+
+
+def move_time(manager: TimeManager, clock: GameClock, bank: float) -> MoveTime:
+    """The time of the next move with `bank` seconds on the clock before its increment (what earlier moves
+    left; negative after an overrun)."""
+    # A debt (an overrun) is paid back at the rate a bank would be spent.
+    target = max(clock.increment + bank / manager.moves_to_go, 0.0)
+    most = max(min(manager.extension * target, clock.increment + manager.most_of_bank * bank), target)
+    return MoveTime(target, most)
+
+
+class Instability:
+    """Whether a search's choice is still settling: the move it would play changed within the last
+    `unstable_share` of its simulations, or its root value fell `value_drop` below the player's previous
+    search's. Fed the root after each step of the search."""
+
+    def __init__(self, manager: TimeManager, previous_value: float | None) -> None:
+        self.manager = manager
+        self.previous_value = previous_value
+        self.leader: int | None = None
+        self.changed_at = 0  # the simulations searched when the leader last changed
+
+    def observe(self, children: RootChildren, searched: int) -> None:
+        if not len(children.visits):
+            return
+        leader = int(move_order(children.visits, children.prior, children.proven, children.proven_plies)[0])
+        if leader != self.leader:
+            self.leader, self.changed_at = leader, searched
+
+    def unstable(self, searched: int, value: float) -> bool:
+        late = self.changed_at > (1.0 - self.manager.unstable_share) * searched
+        dropped = self.previous_value is not None and value < self.previous_value - self.manager.value_drop
+        return late or dropped

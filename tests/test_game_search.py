@@ -12,7 +12,7 @@ import pytest
 from selfplay.analysis import SINGLE_GAME_LEAVES, GameSearch, analyse, best_move
 from selfplay.evaluators import HashEvaluator, UniformEvaluator
 from selfplay.search import RootChildren, SearchConfig, warm_up
-from selfplay.time_manager import TimeManager, decided
+from selfplay.time_manager import GameClock, Instability, MoveTime, TimeManager, decided, move_time
 from zero.encoding import move_action
 from zero.game import Game
 from zero.notation import resolve_move
@@ -272,6 +272,52 @@ def test_the_rate_margin_counts_more_simulations_left():
     assert TimeManager().simulations_left(0, 0.0, 1.0) == float("inf")
     with pytest.raises(ValueError):
         TimeManager(rate_margin=0.5).validate()
+
+
+def test_a_game_clock_spreads_its_bank_and_pays_back_an_overrun():
+    manager = TimeManager(moves_to_go=20, extension=3.0, most_of_bank=0.3)
+    clock = GameClock(0.0, 0.1)
+    assert move_time(manager, clock, 0.0) == MoveTime(0.1, 0.1)  # nothing banked: the increment, no more
+    banked = move_time(manager, clock, 2.0)
+    assert banked.target == pytest.approx(0.2) and banked.most == pytest.approx(0.6)
+    assert move_time(manager, clock, 20.0).most == pytest.approx(3 * 1.1)  # at most `extension` times the target
+    assert move_time(manager, clock, 1.0).most == pytest.approx(0.1 + 0.3)  # at most that share of the bank
+    owed = move_time(manager, clock, -0.2)
+    assert owed.target == pytest.approx(0.09) and owed.most == pytest.approx(0.09)
+    assert move_time(manager, GameClock(5.0, 0.0), -1.0) == MoveTime(0.0, 0.0)  # one step, then the move
+
+
+@pytest.mark.parametrize("text", ["0.1", "a+0.1", "1+", "-1+0.1", "1+-0.1", "0+0", "inf+0.1", "nan+1"])
+def test_a_game_clock_that_is_not_one_is_refused_with_its_text(text):
+    with pytest.raises(ValueError, match="game clock"):
+        GameClock.parse(text)
+
+
+def test_a_game_clock_reads_base_plus_increment():
+    assert GameClock.parse("60+0.5") == GameClock(60.0, 0.5) and str(GameClock.parse("0+0.1")) == "0+0.1"
+
+
+def test_a_choice_is_unstable_when_its_move_changed_late_or_its_value_fell():
+    manager = TimeManager(unstable_share=0.25, value_drop=0.1)
+    instability = Instability(manager, previous_value=0.2)
+    instability.observe(_children([10, 5, 1]), searched=16)
+    instability.observe(_children([20, 12, 1]), searched=100)
+    assert not instability.unstable(100, value=0.15)  # the leader since 16 of 100, the value 0.05 lower
+    assert instability.unstable(100, value=0.05)  # the value fell by 0.15
+    instability.observe(_children([20, 30, 1]), searched=110)  # another leader, in the last quarter
+    assert instability.unstable(110, value=0.2)
+    assert not instability.unstable(500, value=0.2)  # ... of 110, not of 500
+    assert not Instability(manager, previous_value=None).unstable(100, value=-1.0)  # no earlier search
+
+
+@pytest.mark.parametrize("share, thinks_on", [(1.0, True), (0.0, False)])
+def test_a_search_on_a_game_clock_thinks_on_only_while_its_choice_is_unstable(share, thinks_on):
+    # Share 1: every leader counts as late (always unstable); share 0: never. Even positions: no early stop.
+    evaluator = _ClockedEvaluator(seconds=0.01)
+    search = _clocked_search(evaluator, time_manager=TimeManager(unstable_share=share, value_drop=2.0))
+    _, analysis = search.choose(Game(), seconds=0.1, most_seconds=0.3)
+    expected = 0.3 if thinks_on else 0.1
+    assert expected <= analysis.seconds <= expected + evaluator.seconds + 1e-9
 
 
 def test_the_tree_grows_so_that_the_clock_ends_the_search():

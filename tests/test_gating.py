@@ -216,3 +216,13 @@ def test_only_rejected_and_skipped_candidates_are_pruned(setup):
     removed = Gatekeeper(run.root, cfg).prune_candidates()
     assert sorted(removed) == sorted([second, paths[300]])
     assert [p.exists() for p in (first, second, paths[300], paths[400], paths[500])] == [True, False, False, True, True]
+
+
+def test_a_gate_on_a_gpu_plays_the_whole_ballot_at_once():
+    # On a GPU each network batch is a round trip shared with the actors: 48 games in flight left a gate
+    # undecided after 6 minutes of a lease.
+    cfg = GatingConfig()
+    assert cfg.games_in_flight(cuda=True) == cfg.gpu_parallel_games == 2 * cfg.sprt.max_pairs
+    assert cfg.games_in_flight(cuda=False) == cfg.parallel_games == 48
+    assert GatingConfig(device="cpu").games_in_flight(cuda=True) == 48
+    assert GatingConfig(device="cuda").games_in_flight(cuda=False) == cfg.gpu_parallel_games

@@ -343,6 +343,29 @@ def test_network_players_times_a_move_on_the_clock_and_in_lockstep():
     assert "time per move: timed: mean" in result.summary() and "; fixed: mean" in result.summary()
 
 
+def test_a_player_on_a_game_clock_spends_what_its_moves_save_and_no_more():
+    from selfplay.analysis import SINGLE_GAME_LEAVES
+    from selfplay.search import SearchConfig
+    from selfplay.time_manager import GameClock
+    from train.match import NetworkPlayer
+
+    clock = _FakeClock()
+    game_clock = GameClock(0.05, 0.01)
+    clocked = NetworkPlayer("clocked", _TickingEvaluator(clock), None,
+                            SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES), clock=game_clock)
+    fixed = NetworkPlayer("fixed", _TickingEvaluator(clock), 16, SearchConfig(leaves_per_tree=2))
+    result = play_match(clocked, fixed, OPENINGS[:2], RulesConfig(max_plies=40), clock=clock)
+    longest = 0.0
+    for record, a_black in zip(result.games, result.a_is_black):
+        own = record.seconds_by_colour()[0 if a_black else 1]
+        # The whole game within its clock: the base and an increment a move, and the overruns of at most
+        # one network call a move still being paid back (at 1/moves_to_go of the debt a move).
+        assert sum(own) <= game_clock.base + game_clock.increment * len(own) + 20 * 0.001 + 1e-9
+        longest = max(longest, max(own))
+    # The base and what forced moves saved were spent: some moves thought longer than an increment.
+    assert longest > game_clock.increment + 0.001
+
+
 class _CompilingSearcher(SearchingPlayer):
     """A searching yardstick whose first search takes 10 s of a fake clock (its kernels compiling), and every
     later one 0.05 s."""

@@ -107,6 +107,17 @@ def test_mcts_on_the_clock_searches_for_its_time_a_move(tiny_checkpoint):
         make_player(f"mcts:{tiny_checkpoint}:t0")
 
 
+def test_mcts_on_a_game_clock(tiny_checkpoint):
+    from selfplay.time_manager import GameClock
+
+    player = make_player(f"mcts:{tiny_checkpoint}:t0+0.1", seed=1)
+    assert (player.name, player.clock, player.seconds) == (f"mcts:{tiny_checkpoint}:t0+0.1", GameClock(0.0, 0.1), None)
+    assert make_player("mcts:t60+0.5:c_puct=2.0").name == "mcts:default:t60+0.5:c_puct=2.0"
+    for bad in ("mcts:t0+0", "mcts:t1+x", "mcts:t-1+0.1"):
+        with pytest.raises(PlayerSpecError, match="game clock"):
+            make_player(bad)
+
+
 def test_database_suffixes(tiny_checkpoint):
     # :db uses the endgame database as play does (its positions played from it); :dbleaves also makes its
     # positions exact leaves of the search.

@@ -269,6 +269,26 @@ def test_the_card_records_the_chain_of_runs_behind_a_shipped_network(tmp_path, s
     assert load_checkpoint(shipped).provenance["ship"]["oca_test"]["value_ce"] == pytest.approx(m["value"]["ce"])
 
 
+def test_a_directory_at_a_shipped_networks_run_path_that_is_another_run_is_not_described(tmp_path, source_run,
+                                                                                            shipped, ballot):
+    """A network trained elsewhere (a lent GPU machine) records its run's path; a different run found at that
+    path here is not its run, and the card must not describe it as one."""
+    best = source_run.read_best()
+    network = load_checkpoint(best.path)
+    assert network.provenance["run_id"] == source_run.identity()
+    stale = tmp_path / "stale"  # same path, another run: a fresh run directory put where the source was
+    source_run.root.rename(stale)
+    other = make_run(source_run.root, tiny_checkpoint(tmp_path / "other-start.pt", 5), trainer_config(),
+                     list(range(200, 204)), steps=4)
+    assert other.identity() != network.provenance["run_id"]
+    cfg = ShipConfig(simulations=2, openings=ballot, games=2, oca_dataset="")
+    result = head_to_head(stale / "checkpoints" / best.path.name, shipped, cfg)
+    entry = install(stale / "checkpoints" / best.path.name, network, shipped, result, cfg)
+    assert "### Run" not in entry and "Parent networks" not in entry
+    assert f"- Run: `{source_run.root}`, not on this machine" in entry
+    assert RunDir(stale).made(network.provenance) and not other.made(network.provenance)
+
+
 # ------------------------------------------------------------------------------------------ half precision
 
 def choice_positions():

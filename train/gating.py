@@ -46,6 +46,9 @@ class GatingConfig:
 
     simulations: int = setting(64, low=1)  # root visits per move for both networks
     parallel_games: int = setting(48, low=1)  # games in flight (their leaves share one network batch)
+    # ... when the networks run on a GPU, where each batch is a round trip shared with the actors: the whole
+    # gate at once (2 x sprt.max_pairs), so a gate costs one game's batches.
+    gpu_parallel_games: int = setting(288, low=1)
     # One leaf per tree per network batch, so that no virtual loss bends a fixed, small budget (the many
     # games in flight fill the batch instead).
     search: SearchConfig = field(default_factory=lambda: SearchConfig(leaves_per_tree=1))
@@ -63,6 +66,12 @@ class GatingConfig:
     # Judge the endgame moves of every recorded match against the endgame database: each player's
     # solved-endgame mistake rate in the ratings table (zero.endgame_judge).
     judge_endgames: bool = True
+
+    def games_in_flight(self, cuda: bool) -> int:
+        """The games a match keeps in flight: the GPU's number when the networks run on CUDA (`device`
+        "cuda", or "auto" on a machine with CUDA), else the CPU's."""
+        on_gpu = self.device == "cuda" or (self.device == "auto" and cuda)
+        return self.gpu_parallel_games if on_gpu else self.parallel_games
 
 
 def read_gating_log(run_dir: Path) -> list[dict]:
@@ -274,7 +283,7 @@ class Gatekeeper:
             # The SPRT decides by its pair cap at the latest, so the match is the ballot's first max_pairs
             # openings: its status shows the real number of games, and no game starts that could not count.
             result = self._match(name, cand_player, best_player, self.cfg.seed + candidate_step,
-                                 2 * self.cfg.sprt.max_pairs, self.cfg.parallel_games,
+                                 2 * self.cfg.sprt.max_pairs, self.cfg.games_in_flight(torch.cuda.is_available()),
                                  on_game=lambda _, r: count(r, len(r.games) - 1),
                                  should_stop=lambda _: sprt.decision() is not None, done=done)
         finally:

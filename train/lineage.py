@@ -101,7 +101,7 @@ def continue_run(run_dir: Path, source: Path, trainer: TrainerConfig) -> dict:
     owed = max(0, int(drawn - trainer.samples_per_position * (committed - copied)))
     save_checkpoint(run.trainer_state, net=state.build_network(), net_config=state.net_config, step=state.step,
                     optimizer_state=state.optimizer_state, parent=str(origin.trainer_state.resolve()),
-                    provenance={"run": str(run.root), "source": "self-play", "continued_from": str(origin.root)},
+                    provenance=run.network_provenance(continued_from=str(origin.root)),
                     extra={**state.extra, "samples_drawn": owed, "positions_committed": copied})
     best = origin.read_best()
     record = {

@@ -44,6 +44,7 @@ import numpy as np
 from selfplay.analysis import GameSearch
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, SearchConfig, warm_up
+from selfplay.time_manager import GameClock, move_time
 from zero.egdb import Egdb
 from zero.endgame_judge import EndgameMistakes, judge_game
 from zero.game import Game, Move, Outcome, RulesConfig, Termination
@@ -62,7 +63,7 @@ class NetworkPlayer:
     """A network with a fixed search budget: no noise, the best move (proven wins first, then the most
     visited). The budget is `simulations` root visits a move, or with `seconds` a time a move (its search
     stops when the time is up or its move can no longer change; `simulations`, if not None, is then the
-    most a move may use)."""
+    most a move may use), or with `clock` a game clock (each move's time from selfplay.time_manager)."""
 
     name: str
     evaluator: PositionEvaluator
@@ -72,6 +73,11 @@ class NetworkPlayer:
     # An endgame database: its positions are played from it (and are exact leaves of the search when the
     # search config's database_leaves is on).
     egdb: Egdb | None = None
+    clock: GameClock | None = None
+
+    @property
+    def on_the_clock(self) -> bool:
+        return self.seconds is not None or self.clock is not None
 
 
 MatchPlayer = NetworkPlayer | Player
@@ -337,6 +343,8 @@ class _Slot:
     searching: bool = False
     thinking: float = 0.0  # seconds of the lockstep search for the move being searched
     move_seconds: list[float] = field(default_factory=list)
+    # The seconds on each game-clock player's clock (by id), before its next move's increment.
+    banks: dict[int, float] = field(default_factory=dict)
 
 
 def play_match(
@@ -364,12 +372,12 @@ def play_match(
     their rounds are not played again (a game is a function of its seed, so the rest is what an
     uninterrupted match would have played).
 
-    A network player on the clock (NetworkPlayer.seconds) plays one game at a time: its time a move is one
+    A network player on the clock (NetworkPlayer.seconds or .clock) plays one game at a time: its time a move is one
     game's, and games in flight would share the processor it measures. Such games are as reproducible as
     the clock. `clock` (seconds) times the moves and those players' searches.
     """
-    timed = [p for p in (a, b) if isinstance(p, NetworkPlayer) and p.seconds is not None]
-    lockstep = [p for p in (a, b) if isinstance(p, NetworkPlayer) and p.seconds is None]
+    timed = [p for p in (a, b) if isinstance(p, NetworkPlayer) and p.on_the_clock]
+    lockstep = [p for p in (a, b) if isinstance(p, NetworkPlayer) and not p.on_the_clock]
     if timed:
         parallel = 1
     for player in timed:
@@ -407,7 +415,8 @@ def play_match(
             game.play(move)
         for search in searches.values():
             search.set_root(g, game)
-        return _Slot(k + 1, opening_index, a_black, game, mix_seed(seed, k))
+        banks = {id(p): p.clock.base for p in timed if p.clock is not None}
+        return _Slot(k + 1, opening_index, a_black, game, mix_seed(seed, k), banks=banks)
 
     def finish(g: int, slot: _Slot) -> bool:
         game = slot.game
@@ -427,9 +436,11 @@ def play_match(
             bar.set_postfix_str(f"W{result.wins} D{result.draws} L{result.losses}")
         return True
 
-    def apply(g: int, slot: _Slot, move: Move, seconds: float) -> None:
+    def apply(g: int, slot: _Slot, move: Move, seconds: float, player: MatchPlayer) -> None:
         slot.game.play(move)
         slot.move_seconds.append(seconds)
+        if id(player) in slot.banks:
+            slot.banks[id(player)] += player.clock.increment - seconds
         slot.searching, slot.thinking = False, 0.0
         if slot.game.outcome is None:
             for search in searches.values():
@@ -470,7 +481,12 @@ def play_match(
                     # As play does: a position the database holds is played from it, perfectly, unsearched.
                     move = player.egdb.best_move(slot.game.position)
                 elif id(player) in game_searches:
-                    move, _ = game_searches[id(player)].choose(slot.game, player.simulations, player.seconds)
+                    search = game_searches[id(player)]
+                    if player.clock is None:
+                        move, _ = search.choose(slot.game, player.simulations, player.seconds)
+                    else:
+                        budget = move_time(search.time_manager, player.clock, slot.banks[id(player)])
+                        move, _ = search.choose(slot.game, player.simulations, budget.target, budget.most)
                 elif isinstance(player, NetworkPlayer):
                     if not slot.searching:
                         searches[id(player)].start(g, player.simulations)
@@ -478,7 +494,7 @@ def play_match(
                     continue
                 else:
                     move = plain_move(slot, player)
-                apply(g, slot, move, clock() - started)
+                apply(g, slot, move, clock() - started, player)
                 finish(g, slot)
             for player in lockstep:
                 search = searches[id(player)]
@@ -495,7 +511,7 @@ def play_match(
                     children = search.root_children(g)
                     move = children.move(children.best(), slot.game.position)
                     search.stop(g)
-                    apply(g, slot, move, slot.thinking)
+                    apply(g, slot, move, slot.thinking, player)
                     finish(g, slot)
     finally:
         if bar is not None:

@@ -14,6 +14,10 @@
                            games are played one at a time, and it searches as `play` does: many leaves a
                            network call, evaluations cached, a forced move played at once, the search
                            stopped early once its move can no longer change)
+    mcts[:NET]:tB+I        the same on a game clock: B seconds at the start and I more at each move (the
+                           time a move saves stays on the clock; selfplay.time_manager), thinking on past
+                           a move's target while its choice is unstable; mcts:t0+0.1 spends 0.1 s a move
+                           on average, as mcts:t0.1 spends at most
     mcts...:db             either of those with the endgame database, as `play` uses it: its positions are
                            played from it (the largest database built, the 4-piece one built on first use)
     mcts...:dbleaves       the same, and its positions are exact leaves of the search too
@@ -36,6 +40,7 @@ import re
 from selfplay.analysis import SINGLE_GAME_LEAVES
 from selfplay.evaluators import CachedEvaluator
 from selfplay.search import SearchConfig
+from selfplay.time_manager import GameClock
 from train.match import MatchPlayer, NetworkPlayer
 from zero.config import ConfigError, with_overrides
 from zero.players import AlphaBetaPlayer, RandomPlayer
@@ -43,7 +48,7 @@ from zero.players import AlphaBetaPlayer, RandomPlayer
 DEFAULT_MCTS_SIMULATIONS = 200
 SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), classical:N or classical:tS "
              "(the classical engine: table, quiescence, fitted evaluation), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
-             "search, default 200 simulations; mcts[:NET]:tS searches up to S seconds a move); NET is a checkpoint file or a run directory (its best network), "
+             "search, default 200 simulations; mcts[:NET]:tS searches up to S seconds a move, mcts[:NET]:tB+I on a game clock of B seconds and I more a move); NET is a checkpoint file or a run directory (its best network), "
              "the shipped network when left out; a trailing :db plays the endgame database's positions from it, :dbleaves also "
              "makes them exact leaves of the search; a trailing :f32 runs the network in float32 instead of int8; "
              "trailing :KEY=VALUE items set that mcts player's search settings, e.g. mcts:t0.1:c_puct=2.0")
@@ -101,13 +106,16 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         config = dataclasses.replace(search or SearchConfig(), database_leaves=leaves)
         net, _, budget = args.rpartition(":")
         seconds = _seconds(budget[1:]) if budget.startswith("t") else None
-        if seconds is not None:  # (a checkpoint whose name starts with t is no time: t1.pt is no number)
-            # Its games are played one at a time, so its search fills its own batches and remembers the
-            # positions it evaluated, as the engine of `play` does.
+        clock = _game_clock(budget[1:], spec) if seconds is None and budget.startswith("t") and "+" in budget \
+            else None
+        if seconds is not None or clock is not None:
+            # (a checkpoint whose name starts with t is no time: t1.pt is no number.) Its games are played
+            # one at a time, so its search fills its own batches and remembers the positions it evaluated,
+            # as the engine of `play` does.
             config = _with_settings(clock_search(config), settings, spec)
-            return NetworkPlayer(f"mcts:{net or 'default'}:t{seconds:g}{tag}",
+            return NetworkPlayer(f"mcts:{net or 'default'}:t{clock or f'{seconds:g}'}{tag}",
                                  CachedEvaluator(_evaluator(net, None, precision)), None, config,
-                                 seconds=seconds, egdb=egdb)
+                                 seconds=seconds, egdb=egdb, clock=clock)
         if not budget.isdigit():
             net, budget = args, ""
         simulations = int(budget) if budget else DEFAULT_MCTS_SIMULATIONS
@@ -153,6 +161,13 @@ def _seconds(text: str) -> float | None:
     except ValueError:
         return None
     return value if 0 < value < float("inf") else None
+
+
+def _game_clock(text: str, spec: str) -> GameClock:
+    try:
+        return GameClock.parse(text)
+    except ValueError as exc:
+        raise PlayerSpecError(f"{spec!r}: {exc}") from None
 
 
 def _with_settings(config: SearchConfig, settings: list[str], spec: str) -> SearchConfig:

@@ -133,7 +133,7 @@ def install(candidate: Path, network: Checkpoint, shipped: Path, result: MatchRe
     predecessor = load_checkpoint(shipped)
     link = predecessor.provenance.get("ship", {}).get("link", FIRST_LINK) + 1
     run = network.provenance.get("run")
-    summary = run_summary(Path(run)) if run and RunDir(run).is_run() else None
+    summary = run_summary(Path(run)) if run and RunDir(run).made(network.provenance) else None
     budget = ({"seconds": cfg.seconds} if equal_time(network, predecessor) else {"simulations": cfg.simulations})
     match = {"games": len(result.games), "wins": result.wins, "draws": result.draws, "losses": result.losses,
              "score": result.score, "elo": result.elo, "elo_ci95": list(result.elo_ci95),
@@ -211,7 +211,11 @@ def _raw_policy(oca: dict | None) -> str:
 
 
 def _pretraining(provenance: dict) -> str:
-    """The card's line for a network that no loop run made: pretrained or distilled, or else its provenance."""
+    """The card's line for a network with no run described: pretrained or distilled, made by a run that is
+    not here, or else its provenance."""
+    if "run" in provenance:
+        return (f"- Run: `{provenance['run']}`, not on this machine (that path is absent, or another run's), so "
+                f"not described here (provenance {json.dumps(provenance, default=str)}).")
     if "dataset" not in provenance:
         return f"- Run: none recorded (provenance {json.dumps(provenance, default=str)})."
     source = f"`{provenance['dataset']}` (from `{provenance.get('source')}`, sha256 " \

@@ -222,7 +222,7 @@ class Trainer:
         kwargs = dict(
             net=self.net, net_config=self.net.config, step=self.step,
             optimizer_state=self.learner.optimizer.state_dict(),
-            parent=self.parent, provenance={"run": str(self.run_dir), "source": "self-play"},
+            parent=self.parent, provenance=self.rundir.network_provenance(),
             extra={"samples_drawn": self.samples_drawn, "positions_committed": self.reader.positions_committed()},
         )
         path = save_checkpoint(self.rundir.trainer_state, **kwargs)

@@ -23,6 +23,9 @@ place that says where each of them finds what it needs (as minigo's fsdb does):
       loop.lock               names the loop that owns the run (its process id and host; the lock is an
                               flock on the run directory itself, which no file operation in it can undo)
       continued-from.json     a run started with `loop --from RUN --take-replay`: what it took from that run
+      run-id                  a random name the run gets with its first trainer state, recorded in every
+                              network it writes: a directory found later at a network's recorded path is
+                              its run only if the names match (runs on other machines share paths)
 
 A run directory is accepted wherever a checkpoint is expected (`zero.checkpoint.resolve_checkpoint`), and
 then means its current best network.
@@ -35,6 +38,7 @@ import json
 import os
 import socket
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +47,7 @@ from zero.objectstore import Lease, LeaseError, ObjectPath, is_object_store_url
 
 CONFIG_FILE = "loop-config.toml"
 REPLAY_STORAGE_FILE = "replay-storage.url"
+RUN_ID_FILE = "run-id"
 CANDIDATE_PREFIX = "candidate-"
 REPLAY_STORE = "replay.zarr"
 
@@ -226,6 +231,30 @@ class RunDir:
         """Whether this looks like a run directory (a loop or self-play has used it)."""
         return self.root.is_dir() and (self.config_file.exists() or self.best_file.exists()
                                        or self.replay_storage_file.exists() or self.replay_store.exists())
+
+    def identity(self) -> str:
+        """The run's random name, made on first use (a race between two writers keeps the first)."""
+        path = self.root / RUN_ID_FILE
+        if not path.exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            try:
+                with open(path, "x") as fh:
+                    fh.write(uuid.uuid4().hex)
+            except FileExistsError:
+                pass
+        return path.read_text().strip()
+
+    def network_provenance(self, **more) -> dict:
+        """What a network the run writes records of it (zero.checkpoint's provenance)."""
+        return {"run": str(self.root), "run_id": self.identity(), "source": "self-play", **more}
+
+    def made(self, provenance: dict) -> bool:
+        """Whether this directory is the run that wrote a network of this provenance: the recorded path's
+        directory, with the recorded name (a network from before run names is taken at its path)."""
+        if not self.is_run():
+            return False
+        recorded = provenance.get("run_id")
+        return recorded is None or ((self.root / RUN_ID_FILE).exists() and recorded == self.identity())
 
     # -- the best network --------------------------------------------------------------------------------
     def read_best(self) -> BestRecord | None:
