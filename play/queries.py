@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from selfplay.search import SearchConfig
+from selfplay.time_manager import TimeManager, clock_move_seconds
 from zero.game import Game, Move, Position, RulesConfig
 from zero.notation import NotationError, fen_to_position, resolve_move
 from zero.pdn import MAX_PLIES
@@ -21,7 +22,8 @@ PROTOCOL_VERSION = 1
 ENGINE_NAME = "checkers-zero"
 
 # Fields a query may carry; anything else is refused (a misspelt limit must not silently search by default).
-QUERY_FIELDS = ("id", "query", "fen", "moves", "simulations", "time", "nodes", "top", "pv", "wdl", "analyze_plies")
+QUERY_FIELDS = ("id", "query", "fen", "moves", "simulations", "time", "clock", "increment", "nodes", "top", "pv", "wdl",
+                "analyze_plies")
 QUERY_KINDS = ("analyse", "analyze", "version")
 
 
@@ -205,9 +207,29 @@ def _limits(obj: dict, settings: EngineSettings) -> Limits:
     if nodes is not None and not (_is_int(nodes) and 1 <= nodes <= settings.tree_nodes):
         raise QueryError(f"nodes must be an integer from 1 to {settings.tree_nodes} (the engine's tree size), "
                          f"not {json_text(nodes)}")
+    clock = _clock_seconds(obj, settings)
+    if clock is not None:
+        seconds = clock if seconds is None else min(seconds, clock)
     if simulations is None and seconds is None and nodes is None:
         simulations = settings.default_simulations
     return Limits(simulations, None if seconds is None else float(seconds), nodes)
+
+
+def _clock_seconds(obj: dict, settings: EngineSettings) -> float | None:
+    """The time a game clock (`clock` left, `increment` a move) gives the move, or None without a clock."""
+    left, increment = obj.get("clock"), obj.get("increment")
+    if left is None:
+        if increment is not None:
+            raise QueryError("increment needs clock: the seconds the side to move has left")
+        return None
+    if not (_is_number(left) and 0 < left <= settings.max_seconds):
+        raise QueryError(f"clock must be a number of seconds above 0 and at most {settings.max_seconds:g}, "
+                         f"not {json_text(left)}")
+    increment = 0.0 if increment is None else increment
+    if not (_is_number(increment) and 0 <= increment <= left):
+        raise QueryError(f"increment must be a number of seconds from 0 to the clock's {left:g}, "
+                         f"not {json_text(increment)}")
+    return clock_move_seconds(TimeManager(), float(left), float(increment))
 
 
 def _top(obj: dict) -> int | None:

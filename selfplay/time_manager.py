@@ -114,13 +114,20 @@ class MoveTime:
     most: float
 
 
-def move_time(manager: TimeManager, clock: GameClock, bank: float) -> MoveTime:
-    """The time of the next move with `bank` seconds on the clock before its increment (what earlier moves
-    left; negative after an overrun)."""
+def move_time(manager: TimeManager, increment: float, bank: float) -> MoveTime:
+    """The time of the next move on a clock with this `increment` a move and `bank` seconds on it before the
+    move's increment (what earlier moves left; negative after an overrun)."""
     # A debt (an overrun) is paid back at the rate a bank would be spent.
-    target = max(clock.increment + bank / manager.moves_to_go, 0.0)
-    most = max(min(manager.extension * target, clock.increment + manager.most_of_bank * bank), target)
+    target = max(increment + bank / manager.moves_to_go, 0.0)
+    most = max(min(manager.extension * target, increment + manager.most_of_bank * bank), target)
     return MoveTime(target, most)
+
+
+def clock_move_seconds(manager: TimeManager, left: float, increment: float) -> float:
+    """The time of a move for a player with `left` seconds on its clock now (this move's increment in it) and
+    `increment` more at each later move, as an engine told its clock gets it: move_time's target, never
+    more than is left."""
+    return min(move_time(manager, increment, left - increment).target, left)
 
 
 class Instability:

@@ -276,15 +276,15 @@ def test_the_rate_margin_counts_more_simulations_left():
 
 def test_a_game_clock_spreads_its_bank_and_pays_back_an_overrun():
     manager = TimeManager(moves_to_go=20, extension=3.0, most_of_bank=0.3)
-    clock = GameClock(0.0, 0.1)
-    assert move_time(manager, clock, 0.0) == MoveTime(0.1, 0.1)  # nothing banked: the increment, no more
-    banked = move_time(manager, clock, 2.0)
+    increment = 0.1
+    assert move_time(manager, increment, 0.0) == MoveTime(0.1, 0.1)  # nothing banked: the increment, no more
+    banked = move_time(manager, increment, 2.0)
     assert banked.target == pytest.approx(0.2) and banked.most == pytest.approx(0.6)
-    assert move_time(manager, clock, 20.0).most == pytest.approx(3 * 1.1)  # at most `extension` times the target
-    assert move_time(manager, clock, 1.0).most == pytest.approx(0.1 + 0.3)  # at most that share of the bank
-    owed = move_time(manager, clock, -0.2)
+    assert move_time(manager, increment, 20.0).most == pytest.approx(3 * 1.1)  # at most `extension` times the target
+    assert move_time(manager, increment, 1.0).most == pytest.approx(0.1 + 0.3)  # at most that share of the bank
+    owed = move_time(manager, increment, -0.2)
     assert owed.target == pytest.approx(0.09) and owed.most == pytest.approx(0.09)
-    assert move_time(manager, GameClock(5.0, 0.0), -1.0) == MoveTime(0.0, 0.0)  # one step, then the move
+    assert move_time(manager, 0.0, -1.0) == MoveTime(0.0, 0.0)  # one step, then the move
 
 
 @pytest.mark.parametrize("text", ["0.1", "a+0.1", "1+", "-1+0.1", "1+-0.1", "0+0", "inf+0.1", "nan+1"])

@@ -485,7 +485,7 @@ def play_match(
                     if player.clock is None:
                         move, _ = search.choose(slot.game, player.simulations, player.seconds)
                     else:
-                        budget = move_time(search.time_manager, player.clock, slot.banks[id(player)])
+                        budget = move_time(search.time_manager, player.clock.increment, slot.banks[id(player)])
                         move, _ = search.choose(slot.game, player.simulations, budget.target, budget.most)
                 elif isinstance(player, NetworkPlayer):
                     if not slot.searching:

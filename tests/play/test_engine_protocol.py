@@ -118,6 +118,9 @@ GARBAGE = [
     ('{"id": "s2", "simulations": true}', "s2", "simulations must be an integer"),
     ('{"id": "t", "time": -1}', "t", "time must be a number of seconds above 0"),
     ('{"id": "t2", "time": NaN}', "t2", "time must be a number"),
+    ('{"id": "c", "increment": 0.1}', "c", "increment needs clock"),
+    ('{"id": "c2", "clock": 0}', "c2", "clock must be a number of seconds above 0"),
+    ('{"id": "c3", "clock": 1, "increment": 2}', "c3", "increment must be a number of seconds from 0"),
     ('{"id": "n", "nodes": 99999999}', "n", "nodes must be an integer from 1 to 40000"),
     ('{"id": "k", "top": 0}', "k", "top must be a positive integer"),
     ('{"id": "p", "pv": "yes"}', "p", "pv must be true or false"),
@@ -155,7 +158,7 @@ def _fuzzed_lines(count: int, seed: int) -> tuple[list[bytes], dict[str, int]]:
     rng = random.Random(seed)
     values = [None, True, False, -1, 0, 1, 2, 0.01, -0.5, 1e308, 10 ** 30, "", "11-15", "B:W21:B1", "x" * 50,
               [], [1, "a"], {}, {"id": 1}, [[[[]]]]]
-    fields = ["id", "query", "fen", "moves", "simulations", "time", "nodes", "top", "pv", "wdl",
+    fields = ["id", "query", "fen", "moves", "simulations", "time", "clock", "increment", "nodes", "top", "pv", "wdl",
               "analyze_plies", "bogus", "Simulations", ""]
     lines: list[bytes] = []
     expected: dict[str, int] = {}
@@ -254,6 +257,20 @@ def test_analyze_json_is_an_engine_answer(api_engine, tiny_checkpoint, capsys, f
     for reply in (analyzed, answer):
         assert reply["move"] == reply["moves"][0]["move"] == reply["pv"][0] and reply["fen"] == fen
     assert analyzed["proven"] == answer["proven"]
+
+
+def test_a_game_clock_gives_the_move_its_share_of_the_time_left():
+    from play.queries import EngineSettings, parse_query
+    from selfplay.time_manager import TimeManager, clock_move_seconds
+
+    settings = EngineSettings()
+    limits = parse_query({"clock": 60, "increment": 1}, settings).limits
+    assert limits.seconds == pytest.approx(clock_move_seconds(TimeManager(), 60.0, 1.0)) == pytest.approx(1 + 59 / 20)
+    assert limits.simulations is None  # the clock is the limit, not the default simulations
+    assert parse_query({"clock": 60, "increment": 1, "time": 0.5}, settings).limits.seconds == 0.5  # the first
+    assert parse_query({"clock": 0.2}, settings).limits.seconds == pytest.approx(0.01)  # a twentieth, no increment
+    # Never more than is left, however large the increment.
+    assert parse_query({"clock": 0.5, "increment": 0.5}, settings).limits.seconds <= 0.5
 
 
 def test_api_limits_and_errors(api_engine, king_routes_fen):
