@@ -8,7 +8,9 @@ Semantics (see selfplay.mcts for the reasoning):
   * one step selects up to `leaves_per_tree` leaves, evaluates them in one batch, then expands and backs
     them up in selection order; a descent that reaches a pending leaf ends the step's selection, and no
     descent starts once the root is proven;
-  * a new node is decided by the rules first (no move = loss, repetition or no-progress = draw); a
+  * a new node is decided by the rules first (no move = loss, repetition or no-progress = draw), then,
+    below the root, with an endgame database and `database_leaves`, by the database (its value, and its
+    distance as the plies to the end); a
     terminal node is proven and backed up at once with its exact value, and so is any proven node a
     descent reaches; a node with one legal move is expanded without the network and the descent goes on,
     and with `resolve_captures` so is a node where a capture is pending (equal priors);
@@ -34,6 +36,7 @@ import numpy as np
 
 from selfplay.gumbel import GumbelRoot, SequentialHalving
 from selfplay.search import RootChildren, SearchConfig
+from zero.egdb import UNKNOWN, Egdb
 from zero.encoding import encode, move_action
 from zero.game import Game, Move, Position, RulesConfig
 
@@ -62,8 +65,9 @@ class Node:
 
 
 class ReferenceMcts:
-    def __init__(self, game: Game, evaluator, config: SearchConfig | None = None) -> None:
+    def __init__(self, game: Game, evaluator, config: SearchConfig | None = None, egdb: Egdb | None = None) -> None:
         self.config = config or SearchConfig()
+        self.egdb = egdb if self.config.database_leaves else None
         self.rules: RulesConfig = game.rules
         self.evaluator = evaluator
         self.root = Node(game.position, game.no_progress[-1], None, None, 1.0)
@@ -224,6 +228,13 @@ class ReferenceMcts:
         elif (self._repetitions(node) >= self.rules.repetitions_for_draw
               or node.no_progress >= self.rules.no_progress_plies):
             node.proven_value = 0.0
+        elif (self.egdb is not None and node is not self.root
+              and node.position.piece_count() <= self.egdb.max_pieces):
+            probe = self.egdb.probe(node.position)
+            if probe.value == UNKNOWN:
+                return False
+            node.proven_value, node.proven_plies = float(probe.value), max(probe.distance, 0)
+            return True
         else:
             return False
         node.proven_plies = 0

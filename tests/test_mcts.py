@@ -472,6 +472,32 @@ def test_key_endings_keep_their_value_with_the_database(four_pieces):
             assert got == want or want == "loss", row["name"]
 
 
+@pytest.mark.parametrize("leaves_per_tree", [1, 3])
+def test_numba_search_matches_reference_with_database_leaves(four_pieces, leaves_per_tree):
+    # Positions of 5 to 7 pieces: their captures reach the database below the root, where both searches
+    # take the database's exact values (and a 4-piece root is searched, not looked up).
+    fens = ["W:WK23,K28:B4,K20", "B:W18,22,K30:B9,K2", "W:W19,24,27:B10,12,K22,K1", "B:W21,26,K6:B5,9,13,K32"]
+    games = [Game(fen_to_position(fen)) for fen in fens]
+    config = SearchConfig(leaves_per_tree=leaves_per_tree, database_leaves=True)
+    evaluator = HashEvaluator(seed=11)
+    search = BatchedSearch(len(games), config, capacity=60_000, egdb=four_pieces)
+    for g, game in enumerate(games):
+        search.set_root(g, game)
+        search.start(g, 200)
+    search.run(evaluator)
+    proven = 0
+    for g, game in enumerate(games):
+        reference = ReferenceMcts(game, evaluator, config, egdb=four_pieces)
+        root = reference.run(200)
+        children = search.root_children(g)
+        assert [c.visits for c in root.children] == children.visits.tolist(), fens[g]
+        assert [c.value_sum for c in root.children] == pytest.approx(children.value_sum.tolist(), abs=1e-12)
+        twin_proven = [np.nan if c.proven_value is None else -c.proven_value for c in root.children]
+        np.testing.assert_array_equal(twin_proven, children.proven)
+        proven += int(np.sum(~np.isnan(children.proven)))
+    assert proven > 0  # the database decided some of the root's moves
+
+
 def test_database_leaves_are_a_setting(four_pieces):
     # Given a database without database_leaves, the search is the one without a database (the database
     # then serves at the root only, through GameSearch).
