@@ -98,3 +98,19 @@ def test_no_weight_decay_on_biases_and_batch_norm():
         assert all(p.ndim > 1 for p in group["params"]) == (group["weight_decay"] == 0.1)
     with pytest.raises(ValueError, match="unknown optimizer"):
         make_optimizer(net, OptimConfig(name="bogus"))
+
+
+def test_a_share_of_the_value_target_comes_from_the_search(tmp_path):
+    with ReplayWriter(tmp_path / "run", 0) as writer:
+        for seed in range(3):
+            writer.append_game(random_game_record(seed, max_plies=30))
+    rows = ReplayReader(tmp_path / "run").sample(40, 1000, np.random.default_rng(0))
+    rows["root_value"] = np.linspace(-1, 1, len(rows["black"])).astype(np.float32)
+    result = rows["result"].astype(np.float32)
+    assert np.array_equal(samples_from_replay(rows).wdl, 1 - rows["result"])  # by default the result alone
+    wdl = samples_from_replay(rows, search_value_share=0.25).wdl
+    assert wdl.shape == (len(result), 3) and np.allclose(wdl.sum(axis=1), 1) and (wdl >= 0).all()
+    # The target's expectation W - L is the mix of the two values.
+    assert np.allclose(wdl[:, 0] - wdl[:, 2], 0.75 * result + 0.25 * rows["root_value"], atol=1e-6)
+    only_search = samples_from_replay(rows, search_value_share=1.0).wdl
+    assert np.allclose(only_search[:, 1], 1 - np.abs(rows["root_value"]))  # the rest of the mass a draw

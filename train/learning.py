@@ -202,16 +202,32 @@ class Batch:
     source: torch.Tensor  # int64 [B]
 
 
-def samples_from_replay(rows: dict[str, np.ndarray]) -> Samples:
+def search_value_wdl(value: np.ndarray) -> np.ndarray:
+    """A search's root value q in [-1, 1] as a win/draw/loss distribution with the same expectation
+    (W - L = q): the rest of the mass is a draw, (max(q, 0), 1 - |q|, max(-q, 0))."""
+    q = np.clip(np.nan_to_num(np.asarray(value, np.float32)), -1.0, 1.0)
+    return np.stack([np.maximum(q, 0), 1 - np.abs(q), np.maximum(-q, 0)], axis=1).astype(np.float32)
+
+
+def samples_from_replay(rows: dict[str, np.ndarray], search_value_share: float = 0.0) -> Samples:
     """Samples from replay-store rows (selfplay.replay_buffer.ReplayReader.sample): the search's visit shares
-    as the policy target (full searches only), the game's result and its length to go."""
+    as the policy target (full searches only), and its length to go; the value target is the game's result,
+    or with `search_value_share` above 0 that share of it the search's root value (search_value_wdl) and
+    the rest the result: a game's result is one noisy outcome of the position, the search's value a
+    less noisy estimate with the network's bias."""
     n = len(rows["black"])
     ones = np.ones(n, np.float32)
+    result = 1 - rows["result"].astype(np.int64)  # +1 win -> 0, 0 draw -> 1, -1 loss -> 2
+    if search_value_share > 0:
+        wdl = ((1 - search_value_share) * np.eye(3, dtype=np.float32)[result]
+               + search_value_share * search_value_wdl(rows["root_value"]))
+    else:
+        wdl = result
     return Samples(
         black=rows["black"], white=rows["white"], kings=rows["kings"], black_to_move=rows["black_to_move"],
         no_progress=rows["no_progress"], repetitions=rows["repetitions"],
         policy_actions=rows["policy_actions"], policy_probs=rows["policy_visits"],
-        wdl=(1 - rows["result"].astype(np.int64)),  # +1 win -> 0, 0 draw -> 1, -1 loss -> 2
+        wdl=wdl,
         moves_left=rows["moves_left"].astype(np.float32),
         policy_weight=(rows["full_search"] & ~rows["forced"]).astype(np.float32), value_weight=ones,
         moves_left_weight=ones, source=np.full(n, SOURCES.index("selfplay"), np.int8),

@@ -69,6 +69,9 @@ class TrainerConfig:
     # Value targets of positions the endgame database holds (the largest built; the 4-piece one is built on
     # first use) are its exact values instead of the game's result.
     database_targets: bool = True
+    # Share of a self-play position's value target taken from its search's root value, the rest from the
+    # game's result (learning.samples_from_replay); database values still win where they exist.
+    search_value_share: float = setting(0.0, low=0, high=1)
     seed: int = 1
 
     def validate(self) -> None:
@@ -199,7 +202,8 @@ class Trainer:
         n_self = cfg.batch_size - n_expert
         parts: list[Samples] = []
         if n_self:
-            parts.append(samples_from_replay(self.reader.sample(n_self, window_size(cfg, committed), self.rng)))
+            rows = self.reader.sample(n_self, window_size(cfg, committed), self.rng)
+            parts.append(samples_from_replay(rows, cfg.search_value_share))
         if n_expert:
             rows = np.sort(self.expert_rng.choice(self.expert_rows, size=n_expert))
             parts.append(self.expert.samples(rows))
