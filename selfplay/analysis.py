@@ -176,7 +176,9 @@ class GameSearch:
             warm_up(self.evaluator, self.config, game.rules, self.egdb)
         started = self.clock()
         deadline = started + seconds if seconds is not None else math.inf
-        last_deadline = max(deadline, started + most_seconds) if most_seconds is not None else deadline
+        # Only a search that may stop early (`choose` on the clock) thinks on past its time.
+        last_deadline = max(deadline, started + most_seconds) if stop_early and most_seconds is not None \
+            else deadline
         limit = simulations if simulations is not None else NO_VISIT_LIMIT
         search = self._rooted_at(game)
         kept = search.root_visits(0)
@@ -188,8 +190,9 @@ class GameSearch:
             search.step(self.evaluator)
             now = self.clock()
             visits = search.root_visits(0)
+            children = search.root_children(0) if stop_early else None  # read once for both rules below
             if last_deadline > deadline:
-                instability.observe(search.root_children(0), visits - kept)
+                instability.observe(children, visits - kept)
             if now >= deadline and (now >= last_deadline or
                                     not instability.unstable(visits - kept, search.root_value(0))):
                 break
@@ -198,7 +201,7 @@ class GameSearch:
                 end = deadline if now < deadline else last_deadline
                 left = min(self.time_manager.simulations_left(visits - kept, now - started, end - now),
                            limit - visits)
-                if decided(search.root_children(0), left):
+                if decided(children, left):
                     break
         search.drain()
         search.stop(0)

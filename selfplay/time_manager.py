@@ -96,13 +96,12 @@ class GameClock:
         """`BASE+INCREMENT` in seconds, e.g. `60+0.5` or `0+0.1`; a ValueError names what is wrong."""
         base, plus, increment = text.partition("+")
         try:
-            if not plus:
-                raise ValueError
-            return cls(float(base), float(increment))
-        except ValueError as exc:
-            detail = str(exc) if str(exc).startswith("a game clock") else f"a game clock is BASE+INCREMENT " \
-                                                                          f"in seconds, e.g. 0+0.1, got {text!r}"
-            raise ValueError(detail) from None
+            seconds = float(base), float(increment)
+        except ValueError:
+            seconds = None
+        if not plus or seconds is None:
+            raise ValueError(f"a game clock is BASE+INCREMENT in seconds, e.g. 0+0.1, got {text!r}")
+        return cls(*seconds)
 
 
 @dataclass(frozen=True)

@@ -233,16 +233,27 @@ class RunDir:
                                        or self.replay_storage_file.exists() or self.replay_store.exists())
 
     def identity(self) -> str:
-        """The run's random name, made on first use (a race between two writers keeps the first)."""
-        path = self.root / RUN_ID_FILE
-        if not path.exists():
+        """The run's random name, made on first use: written whole to a file of its own and linked into
+        place, so that a crash never leaves an empty name and a race between two writers keeps the first."""
+        name = self._recorded_identity()
+        if name is None:
             self.root.mkdir(parents=True, exist_ok=True)
+            written = self.root / f"{RUN_ID_FILE}.{os.getpid()}.tmp"
+            written.write_text(uuid.uuid4().hex)
             try:
-                with open(path, "x") as fh:
-                    fh.write(uuid.uuid4().hex)
+                os.link(written, self.root / RUN_ID_FILE)
             except FileExistsError:
                 pass
-        return path.read_text().strip()
+            finally:
+                written.unlink(missing_ok=True)
+            name = self._recorded_identity()
+        return name
+
+    def _recorded_identity(self) -> str | None:
+        try:
+            return (self.root / RUN_ID_FILE).read_text().strip()
+        except FileNotFoundError:
+            return None
 
     def network_provenance(self, **more) -> dict:
         """What a network the run writes records of it (zero.checkpoint's provenance)."""
@@ -254,7 +265,7 @@ class RunDir:
         if not self.is_run():
             return False
         recorded = provenance.get("run_id")
-        return recorded is None or ((self.root / RUN_ID_FILE).exists() and recorded == self.identity())
+        return recorded is None or recorded == self._recorded_identity()
 
     # -- the best network --------------------------------------------------------------------------------
     def read_best(self) -> BestRecord | None:
