@@ -114,6 +114,13 @@ def test_expert_share_decays_and_is_logged_per_source(tmp_path, initial):
     assert last["expert_share"] == 0 and "expert/policy_loss" not in last
 
 
+def test_expert_share_floor_keeps_expert_positions_after_the_decay():
+    cfg = config(expert_data="some-dataset", expert_share=0.5, expert_decay_steps=4, expert_share_floor=0.125)
+    assert [expert_share_at(cfg, step) for step in (0, 2, 4, 100)] == [0.5, 0.25, 0.125, 0.125]
+    assert expert_share_at(replace(cfg, expert_decay_steps=0), 0) == 0.125
+    assert expert_share_at(replace(cfg, expert_data=""), 100) == 0
+
+
 @pytest.mark.slow
 def test_trainer_learns_the_visit_distributions(tmp_path, initial):
     """On a fixed small store the policy's excess over the targets' entropy (the KL divergence) and the
