@@ -206,6 +206,48 @@ def _missing_chunks(array: zarr.Array, lo: int, hi: int) -> list[int]:
     return [c for c, there in zip(chunks, found) if not there]
 
 
+def table_problems(base: Path, schema: dict, arrays: dict[str, zarr.Array], committed: int, done: int,
+                   decode: bool = False) -> tuple[list[tuple[Path, str]], bool]:
+    """What is wrong with one table of columns that grow together (`arrays`, in folder `base`), as (file,
+    what) pairs, and whether its committed rows can be read: every column has the schema's dtype and row
+    shape, one chunk length, and at least the `committed` rows in whole chunks (a longer column holds
+    scratch rows); every chunk holding rows `done` .. committed - 1 exists (the writer stores every chunk,
+    so a missing one was lost, and zarr would read it back as fill values), and with `decode` every chunk
+    of committed rows decodes."""
+    problems: list[tuple[Path, str]] = []
+    readable = True
+    chunk = None
+    for name, (dtype, row_shape) in schema.items():
+        array = arrays.get(name)
+        if array is None:
+            if committed:
+                problems.append((base / name, f"column missing, the commit record says {committed} rows are "
+                                              f"committed"))
+                readable = False
+            continue
+        where = _array_dir(array) / "zarr.json"
+        chunk = chunk or array.chunks[0]  # the table's first column sets its chunk length
+        if array.shape[1:] != row_shape or np.dtype(array.dtype) != dtype or array.chunks[0] != chunk:
+            problems.append((where, f"stored as {array.dtype}{array.shape[1:]} in chunks of {array.chunks[0]}, "
+                                    f"expected {dtype}{row_shape} in chunks of {chunk}"))
+            readable = False
+            continue
+        if array.shape[0] < committed or array.shape[0] % chunk:
+            problems.append((where, f"holds {array.shape[0]} rows, the commit record says {committed} are "
+                                    f"committed (and the writer grows columns in whole chunks of {chunk})"))
+            readable = False
+            continue
+        for c in _missing_chunks(array, done, committed):
+            problems.append((_chunk_file(array, c), "chunk of committed rows missing"))
+        if decode and committed:
+            found = _unreadable_chunk({name: array}, 0, committed)
+            if found:
+                problems.append((found[0], f"committed rows cannot be read ({type(found[1]).__name__}: "
+                                           f"{found[1]})"))
+                readable = False
+    return problems, readable
+
+
 GAME_TABLE_COLUMNS = ("game_id", "first_row", "length", "commit_time")
 
 
@@ -229,35 +271,9 @@ def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Arra
     readable = True  # missing chunks read as fill values, which the game table check below then meets
     for table_name, (arrays, committed, done), schema in (("games", games, GAME_SCHEMA),
                                                           ("positions", positions, POSITION_SCHEMA)):
-        chunk = None
-        for name, (dtype, row_shape) in schema.items():
-            array = arrays.get(name)
-            if array is None:
-                if committed:
-                    problems.append((base / table_name / name, f"column missing, the commit record says "
-                                                               f"{committed} rows are committed"))
-                    readable = False
-                continue
-            where = _array_dir(array) / "zarr.json"
-            chunk = chunk or array.chunks[0]  # the table's first column sets its chunk length
-            if array.shape[1:] != row_shape or np.dtype(array.dtype) != dtype or array.chunks[0] != chunk:
-                problems.append((where, f"stored as {array.dtype}{array.shape[1:]} in chunks of {array.chunks[0]}, "
-                                        f"expected {dtype}{row_shape} in chunks of {chunk}"))
-                readable = False
-                continue
-            if array.shape[0] < committed or array.shape[0] % chunk:
-                problems.append((where, f"holds {array.shape[0]} rows, the commit record says {committed} are "
-                                        f"committed (and the writer grows columns in whole chunks of {chunk})"))
-                readable = False
-                continue
-            for c in _missing_chunks(array, done, committed):
-                problems.append((_chunk_file(array, c), "chunk of committed rows missing"))
-            if decode and committed:
-                found = _unreadable_chunk({name: array}, 0, committed)
-                if found:
-                    problems.append((found[0], f"committed rows cannot be read ({type(found[1]).__name__}: "
-                                               f"{found[1]})"))
-                    readable = False
+        found, table_readable = table_problems(base / table_name, schema, arrays, committed, done, decode)
+        problems += found
+        readable = readable and table_readable
     if not readable:
         return problems, {}
     (game_arrays, n_games, done_games), (position_arrays, n_positions, done_positions) = games, positions
@@ -836,9 +852,10 @@ class ReplayReader:
 
     def sample(self, batch_size: int, window: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """`batch_size` positions drawn uniformly (with replacement) from the newest `window` committed
-        positions across all actors (all of them when fewer are committed): POSITION_SCHEMA columns, and
+        positions across all actors (all of them when fewer are committed): POSITION_SCHEMA columns,
         `moves_left`, the plies from each position to the end of its recorded game (the position's own
-        move included), derived from where the position lies in its game."""
+        move included), derived from where the position lies in its game, and `row`, the position's index
+        among its actor's rows (with `actor_id`, what names it: selfplay.reanalysis_store)."""
         if window < 1 or batch_size < 1:
             raise ReplayError(f"batch_size and window must be >= 1 (got {batch_size}, {window})")
         actor, first, length, cum = self._window_games(window)
@@ -854,6 +871,7 @@ class ReplayReader:
         out = {name: np.empty((batch_size, *shape), dtype) for name, (dtype, shape) in POSITION_SCHEMA.items()}
         # Plies from each sampled position to the end of its recorded game (itself included).
         out["moves_left"] = (u - before + 1).astype(np.int32)
+        out["row"] = rows
         sampled_actor = actor[g]
         for a in np.unique(sampled_actor):
             state = self._actors[int(a)]
@@ -872,6 +890,19 @@ class ReplayReader:
             return actor[:0], first[:0], length[:0], cum[:0]
         games_in = int(np.searchsorted(cum, min(window, int(cum[-1])))) + 1
         return actor[:games_in], first[:games_in], length[:games_in], cum[:games_in]
+
+    def window_games(self, window: int) -> tuple[np.ndarray, np.ndarray]:
+        """Actor id and first row of each game that holds the newest `window` positions, newest first."""
+        actor, first, _, _ = self._window_games(window)
+        return actor, first
+
+    def stored_game(self, actor_id: int, first_row: int) -> StoredGame:
+        """The committed game of this actor that begins at `first_row`, with its position rows."""
+        state = self._actors[int(actor_id)]
+        index = int(np.searchsorted(state.first_row, first_row))
+        if index >= state.games or state.first_row[index] != first_row:
+            raise ReplayError(f"replay actor {actor_id} has no committed game beginning at row {first_row}")
+        return next(self._actor_games(int(actor_id), index, True, 1))
 
     def newest_games(self, window: int) -> list[StoredGame]:
         """The newest committed games that hold the newest `window` positions (the games `sample` draws

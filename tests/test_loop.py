@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 import torch
 
 from processes import interrupt, reaped, wait_until
+from selfplay.reanalysis_store import FreshTargets, check_reanalysis
 from selfplay.replay_buffer import ReplayReader, split_game_id
 from train.gating import read_gating_log
 from zero.rundir import RunDir
@@ -114,6 +116,7 @@ def check_invariants(run: Path, initial: Path, before: dict[int, str]) -> dict[i
     assert all(isinstance(g, PdnGame) for g in parsed), [g for g in parsed if not isinstance(g, PdnGame)]
     for path in (run / "checkpoints").glob("*.pt"):
         load_checkpoint(path)
+    assert not check_reanalysis(run).problems
     table = RatingsTable.load(run / "ratings.json") if (run / "ratings.json").exists() else RatingsTable()
     for key in table.results:
         a, b = key.split("|")
@@ -173,6 +176,31 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
     records = list((run / "logs").glob("loop-*-record.json"))
     assert len(records) == 2 and all("code_version" in json.loads(r.read_text()) for r in records)
     assert not children_of(proc.pid)
+
+
+def test_a_reanalyser_feeds_the_trainer_and_survives_a_kill(tmp_path):
+    initial, config = tiny_loop(tmp_path)
+    run = tmp_path / "run"
+    settings = {"actors": 1, "reanalyse.workers": 1, "reanalyse.simulations": 8, "reanalyse.games_in_flight": 8,
+                "reanalyse.commit_targets": 16, "reanalyse.network_poll_seconds": 2}
+    overrides = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+
+    def reanalysed_in_training() -> bool:
+        return (RunDir(run).read_status("trainer") or {}).get("reanalysed_share", 0) > 0
+
+    with reaped(start_loop(run, config, *overrides)) as proc:
+        wait_until(lambda: len(FreshTargets(run)) >= 32, 300, proc, "the reanalyser to commit targets")
+        started = re.search(r"reanalyser 0 \(pid (\d+)\)", (run / "logs" / "reanalyser-0.log").read_text())
+        os.kill(int(started.group(1)), signal.SIGKILL)
+        committed = check_reanalysis(run).targets
+        wait_until(lambda: check_reanalysis(run).targets > committed + 16, 300, proc,
+                   "reanalysis to go on after the kill")
+        wait_until(reanalysed_in_training, 300, proc, "the trainer to train on reanalysed targets")
+        out = interrupt(proc, signal.SIGINT, timeout=120)
+    assert proc.returncode == 0, out
+    assert "and 1 reanalyser(s)" in out
+    assert len(re.findall(r"reanalyser 0 \(pid \d+\)", (run / "logs" / "reanalyser-0.log").read_text())) >= 2
+    check_invariants(run, run / "checkpoints" / "initial-tiny.pt", {})
 
 
 def test_the_gpu_configuration_runs_on_the_cpu(tmp_path):

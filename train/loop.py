@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -23,13 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from selfplay.actor import SelfPlayConfig, actors_for_machine, load_ballot, run_actor
+from selfplay.reanalyser import ReanalyseConfig, run_reanalyser
 from selfplay.replay_buffer import ReplayDamage, ReplayError, ReplayReader
 from train.cluster import ClusterConfig, ClusterError, RayRoles
 from train.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_gating_log
 from train.learning import TrainingDiverged
 from train.ratings import REFERENCE, RatingsTable
 from train.supervisor import FATAL_EXIT_CODE, Supervisor
-from train.trainer import Trainer, TrainerConfig
+from train.trainer import Trainer, TrainerConfig, window_size
 from zero.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 from zero.config import (ConfigError, atomic_write_bytes, load_config, remove_leftover_temp_files, save_config, setting,
                          to_dict, write_run_record)
@@ -62,6 +64,7 @@ class LoopConfig:
     replay_storage: str = ""
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    reanalyse: ReanalyseConfig = field(default_factory=ReanalyseConfig)
     gating: GatingConfig = field(default_factory=GatingConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
@@ -71,6 +74,7 @@ class LoopConfig:
             raise ValueError("actors must be a number of processes, or -1 (sized for the machine)")
         self.selfplay.validate()
         self.trainer.validate()
+        self.reanalyse.validate()
         self.gating.search.validate()
         self.cluster.validate()
 
@@ -141,6 +145,12 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
 def actor_role(run_dir: str, cfg: LoopConfig, actor_id: int) -> None:
     with stops_for_good(f"actor {actor_id}", ReplayDamage):
         run_actor(run_dir, actor_id, cfg.selfplay)
+
+
+def reanalyser_role(run_dir: str, cfg: LoopConfig, worker: int) -> None:
+    with stops_for_good(f"reanalyser {worker}", ReplayDamage):
+        # The trainer's window: what is reanalysed is what it samples.
+        run_reanalyser(run_dir, worker, cfg.reanalyse, cfg.selfplay, functools.partial(window_size, cfg.trainer))
 
 
 def run_initial_checkpoint(run_dir: Path, source: Path) -> Path:
@@ -359,8 +369,12 @@ def run_loop(args: argparse.Namespace) -> int:
 
         sup = Supervisor(log_dir=str(run.logs))
         actors = actors_for_machine(cfg.actors, torch.cuda.is_available(), os.cpu_count() or 1)
+    if cfg.actors < 0:  # sized for the machine: reanalysers take the place of actors
+        actors = max(1, actors - cfg.reanalyse.workers)
     minutes_before = run_minutes(run_dir)
     where = f" on the Ray cluster at {args.cluster}" if args.cluster else ""
+    if cfg.reanalyse.workers:
+        where = f" and {cfg.reanalyse.workers} reanalyser(s)" + where
     if resumed:
         # What goes on, not a restart: the trainer's step, the best network and the run's clock.
         trainer = RunDir(run_dir).read_status("trainer") or {}
@@ -373,6 +387,8 @@ def run_loop(args: argparse.Namespace) -> int:
 
     for a in range(actors):
         sup.add(f"actor-{a}", actor_role, str(run_dir), cfg, a)
+    for w in range(cfg.reanalyse.workers):
+        sup.add(f"reanalyser-{w}", reanalyser_role, str(run_dir), cfg, w)
     sup.add("trainer", trainer_role, str(run_dir), cfg, str(initial))
     sup.add("gatekeeper", gatekeeper_role, str(run_dir), cfg)
 

@@ -7,7 +7,9 @@ which is also what makes resuming exact: the count of samples drawn is stored in
 
 Sampling: uniform over the newest `window` positions, the window growing with the data
 (`window_fraction` of everything committed, clamped to [window_min, window_max]). Optionally a share of
-each batch comes from OCA expert positions (a pretraining dataset), decaying linearly to zero.
+each batch comes from OCA expert positions (a pretraining dataset), decaying linearly to a floor.
+A sampled position that a reanalyser searched again (selfplay.reanalyser) trains on the newest of those
+searches' targets instead of its own.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from selfplay.reanalysis_store import FreshTargets
 from selfplay.replay_buffer import ReplayReader
 from train.learning import HeadWeights, Learner, OptimConfig, Samples, samples_from_replay
 from train.pretrain_dataset import DatasetError, build_dataset, open_dataset
@@ -166,6 +169,7 @@ class Trainer:
         self.parent = str(start)
         self.rng = np.random.default_rng([cfg.seed, self.step])
         self.reader = ReplayReader(self.run_dir)
+        self.fresh = FreshTargets(self.run_dir)  # reanalysers' targets (selfplay.reanalysis_store)
         self._refreshed = -float("inf")
         # Seconds spent since the last candidate reading data (replay, expert rows, database) and learning.
         self.spent = {"data": 0.0, "learn": 0.0}
@@ -187,6 +191,12 @@ class Trainer:
         hand allows none, and refresh_seconds after the last read."""
         if not self._data_allows_step() or time.monotonic() - self._refreshed >= self.cfg.refresh_seconds:
             self.reader.refresh()
+            self.fresh.refresh()
+            actors, firsts = self.reader.window_games(window_size(self.cfg, self.reader.positions_committed()))
+            oldest: dict[int, int] = {}
+            for actor, first in zip(actors.tolist(), firsts.tolist()):
+                oldest[actor] = min(first, oldest.get(actor, first))
+            self.fresh.forget_before(oldest)
             self._refreshed = time.monotonic()
         return self._data_allows_step()
 
@@ -205,8 +215,10 @@ class Trainer:
         n_expert = int(round(cfg.batch_size * expert_share_at(cfg, self.step))) if self.expert else 0
         n_self = cfg.batch_size - n_expert
         parts: list[Samples] = []
+        fresh = 0
         if n_self:
             rows = self.reader.sample(n_self, window_size(cfg, committed), self.rng)
+            fresh = self.fresh.apply(rows)
             parts.append(samples_from_replay(rows, cfg.search_value_share))
         if n_expert:
             rows = np.sort(self.expert_rng.choice(self.expert_rows, size=n_expert))
@@ -223,6 +235,7 @@ class Trainer:
         metrics["window"] = float(window_size(cfg, committed))
         metrics["expert_share"] = n_expert / cfg.batch_size
         metrics["database_share"] = exact / cfg.batch_size  # value targets the database made exact
+        metrics["reanalysed_share"] = fresh / cfg.batch_size  # positions with a reanalyser's target
         return metrics
 
     def save(self, candidate: bool) -> Path:

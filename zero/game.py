@@ -222,6 +222,18 @@ class Game:
         self._update_outcome()
         return move
 
+    def prefix(self, plies: int) -> "Game":
+        """The game as it stood after its first `plies` moves, without replaying them (the positions are
+        shared: they are immutable)."""
+        if not 0 <= plies <= self.ply:
+            raise ValueError(f"a game of {self.ply} plies has no prefix of {plies}")
+        game = Game.__new__(Game)
+        game.start, game.rules, game.moves = self.start, self.rules, self.moves[:plies]
+        game.positions, game.no_progress = self.positions[:plies + 1], self.no_progress[:plies + 1]
+        game._legal = None
+        game._update_outcome()
+        return game
+
     def finish(self, winner: int, termination: Termination) -> None:
         """End the game by a decision outside the rules (resignation, agreed draw)."""
         self.outcome = Outcome(winner, termination)

@@ -131,12 +131,21 @@ class RunDir:
     def take_replay_lock(self, actor_id: int) -> "FileLock | Lease":
         """Make this process the one writer of replay actor `actor_id` (RunDirError when another one is);
         an flock in the run directory, a lease on an object store. `close()` the lock to let go."""
-        path = self.replay_lock(actor_id)
+        return self._take_writer_lock(self.replay_lock(actor_id), f"replay actor {actor_id}")
+
+    def reanalysis_lock(self, worker: int) -> Path | ObjectPath:
+        return self.replay_locks / f"reanalyser-{worker}.lock"
+
+    def take_reanalysis_lock(self, worker: int) -> "FileLock | Lease":
+        """Make this process the one writer of reanalyser `worker`'s targets, as take_replay_lock."""
+        return self._take_writer_lock(self.reanalysis_lock(worker), f"reanalyser {worker}")
+
+    def _take_writer_lock(self, path: Path | ObjectPath, what: str) -> "FileLock | Lease":
         if isinstance(path, ObjectPath):
             try:
                 return Lease(path).acquire()
             except LeaseError as exc:
-                raise RunDirError(f"another process is writing replay actor {actor_id} ({exc})") from None
+                raise RunDirError(f"another process is writing {what} ({exc})") from None
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -144,7 +153,7 @@ class RunDir:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise RunDirError(f"another process is writing replay actor {actor_id} in {self.root}") from None
+            raise RunDirError(f"another process is writing {what} in {self.root}") from None
         return FileLock(fd)
 
     @property
