@@ -215,6 +215,11 @@ class FreshTargets:
     def __len__(self) -> int:
         return len(self.keys)
 
+    @property
+    def entries_committed(self) -> int:
+        """Every entry committed so far, a position reanalysed twice counted twice (never decreases)."""
+        return sum(state.done for state in self._workers.values())
+
     def refresh(self) -> None:
         names = _worker_groups(self.path)
         bases = [self.path / REANALYSIS_GROUP / name for name in names]

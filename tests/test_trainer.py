@@ -56,6 +56,29 @@ def test_training_is_paced_by_committed_positions(tmp_path, initial):
     assert trainer.ready()  # new positions from another actor allow more steps
 
 
+def test_reanalysed_targets_pace_and_feed_training(tmp_path, initial):
+    from selfplay.reanalysis_store import ReanalysisWriter
+
+    run = tmp_path / "run"
+    write_games(run, 0, range(4))
+    trainer = Trainer(run, config(), initial)
+    while trainer.ready():
+        assert trainer.train_step()["reanalysed_share"] == 0
+    reader = ReplayReader(run)
+    committed = reader.positions_committed()
+    with ReanalysisWriter(run, 0) as writer:  # every position searched again: as much new data
+        for game in reader.iter_games(positions=True):
+            for k, actions in enumerate(game.positions.policy_actions):  # its legal moves, shared evenly
+                legal = actions[actions >= 0]
+                writer.append(0, game.first_row + k, legal, np.full(len(legal), 1 / len(legal), np.float32), 0.0, 7)
+    assert trainer.ready()
+    steps = 0
+    while trainer.ready():
+        assert trainer.train_step()["reanalysed_share"] == 1
+        steps += 1
+    assert steps == int(2.0 * 2 * committed // 32) - int(2.0 * committed // 32)
+
+
 def test_the_store_is_reread_only_when_due_or_needed(tmp_path, initial, monkeypatch):
     """Re-reading a busy store before every step was much of a GPU trainer's step: while the data at hand
     allows steps it is re-read every refresh_seconds, and at once when the data runs out."""

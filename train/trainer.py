@@ -1,7 +1,7 @@
 """The self-play trainer: learns from the replay buffer while actors write it, writes candidate checkpoints.
 
 Pacing: the trainer draws at most `samples_per_position` training samples per committed self-play
-position, then waits for actors to commit more. That keeps the reuse of each position bounded (no
+position (and per reanalysed target: a fresh search is new data too), then waits for more. That keeps the reuse of each position bounded (no
 over-training on old data when actors are slow) and makes the trainer's progress a function of the data,
 which is also what makes resuming exact: the count of samples drawn is stored in every checkpoint.
 
@@ -204,7 +204,8 @@ class Trainer:
         committed = self.reader.positions_committed()
         if committed < self.cfg.min_positions:
             return False
-        return self.samples_drawn + self.cfg.batch_size <= self.cfg.samples_per_position * committed
+        data = committed + self.fresh.entries_committed
+        return self.samples_drawn + self.cfg.batch_size <= self.cfg.samples_per_position * data
 
     def train_step(self) -> dict[str, float]:
         """One step on a batch of self-play positions from the window and, while the share lasts, expert
