@@ -123,7 +123,7 @@ def test_expert_share_decays_and_is_logged_per_source(tmp_path, initial):
     pdn.write_text(EXPERT_PDN)
     dataset = tmp_path / "expert"
     build_dataset(pdn, dataset, progress=False)
-    cfg = config(expert_data=str(dataset), expert_share=0.5, expert_decay_steps=4,
+    cfg = config(expert_data=str(dataset), expert_share=0.5, expert_decay_steps=4, expert_share_floor=0.0,
                  samples_per_position=50.0)
     assert expert_share_at(cfg, 0) == 0.5 and expert_share_at(cfg, 2) == 0.25 and expert_share_at(cfg, 4) == 0
     run = tmp_path / "run"
