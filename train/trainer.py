@@ -2,8 +2,9 @@
 
 Pacing: the trainer draws at most `samples_per_position` training samples per committed self-play
 position (and per reanalysed target: a fresh search is new data too), then waits for more. That keeps the
-reuse of each position bounded (no over-training on old data when actors are slow) and makes the trainer's
-progress a function of the data, which is also what makes resuming exact: the count of samples drawn is stored in every checkpoint.
+reuse of each position bounded (no over-training on old data when actors are slow) and makes the
+trainer's progress a function of the data, which is also what makes resuming exact: the count of samples
+drawn is stored in every checkpoint.
 
 Sampling: uniform over the newest `window` positions, the window growing with the data
 (`window_fraction` of everything committed, clamped to [window_min, window_max]). Optionally a share of
