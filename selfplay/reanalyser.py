@@ -136,6 +136,17 @@ class Reanalyser:
         torch.set_num_threads(self.selfplay.torch_threads)
         return Evaluator.from_checkpoint(info.path, device=self.selfplay.device, precision=self.selfplay.precision)
 
+    def _load(self, network: CheckpointInfo):
+        """`network`'s evaluator, or None when it cannot be loaded: a candidate can be removed by the
+        gatekeeper between being listed and being read."""
+        from zero.checkpoint import CheckpointError
+
+        try:
+            return self.load_evaluator(network)
+        except (CheckpointError, OSError, ValueError, KeyError) as exc:
+            log.warning("reanalyser %d: cannot load %s (%s)", self.worker, network.path, exc)
+            return None
+
     def _draw_game(self, reader: ReplayReader) -> list[_Root]:
         """The positions to reanalyse of one game drawn from the window ([] when none is committed yet)."""
         reader.refresh()
@@ -158,7 +169,10 @@ class Reanalyser:
         t0 = time.perf_counter()
         reader = ReplayReader(self.run_dir)
         network = newest_network(self.run_dir)
-        evaluator = self.load_evaluator(network)
+        evaluator = self._load(network)
+        if evaluator is None:
+            network = current_best(self.run_dir)
+            evaluator = self.load_evaluator(network)
         self.stats.network = network.name
         log.info("reanalyser %d (pid %d): network %s (step %d), %d positions at once, %d simulations each",
                  self.worker, os.getpid(), network.name, network.step, self.in_flight, self.config.simulations)
@@ -176,10 +190,12 @@ class Reanalyser:
                     found = newest_network(self.run_dir)
                     newer = found if found.step != network.step or found.path != network.path else None
                 if newer is not None and not busy:  # every entry names the network that searched it
-                    network, newer = newer, None
-                    evaluator = self.load_evaluator(network)
-                    self.stats.network = network.name
-                    log.info("reanalyser %d: network %s (step %d)", self.worker, network.name, network.step)
+                    loaded = self._load(newer)
+                    if loaded is not None:
+                        network, evaluator = newer, loaded
+                        self.stats.network = network.name
+                        log.info("reanalyser %d: network %s (step %d)", self.worker, network.name, network.step)
+                    newer = None
                 for g in range(self.in_flight):
                     if newer is not None or not self._wanted() or \
                             self.limit is not None and self.stats.positions + busy >= self.limit:

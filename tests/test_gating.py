@@ -205,17 +205,20 @@ def test_candidates_gating_is_done_with_are_removed(setup):
 
 def test_only_rejected_and_skipped_candidates_are_pruned(setup):
     from train.gating import _append_gating_log
+    from zero.quantized import cache_path
 
     run, cfg, (first, second) = setup
     paths = {step: run.candidate(step) for step in (300, 400, 500)}
     for path in paths.values():
         path.write_bytes(first.read_bytes())
+        cache_path(path).write_bytes(b"an int8 model derived from it")
     run.write_best(paths[400], 400, "test")
     for path, decision in ((first, "promote"), (second, "reject"), (paths[300], "skipped"), (paths[400], "promote")):
         _append_gating_log(run.root, {"candidate": str(path), "decision": decision})
     removed = Gatekeeper(run.root, cfg).prune_candidates()
     assert sorted(removed) == sorted([second, paths[300]])
     assert [p.exists() for p in (first, second, paths[300], paths[400], paths[500])] == [True, False, False, True, True]
+    assert [cache_path(paths[s]).exists() for s in (300, 400, 500)] == [False, True, True]  # no orphaned cache
 
 
 def test_a_gate_on_a_gpu_plays_the_whole_ballot_at_once():

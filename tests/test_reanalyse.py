@@ -128,3 +128,15 @@ def test_a_reanalyser_searches_stored_positions_with_the_newest_candidate(tmp_pa
         assert set(actions[actions >= 0].tolist()) <= legal
         assert shares.sum() == pytest.approx(1, abs=1e-5) and (shares[actions < 0] == 0).all()
         assert -1 <= fresh.columns["root_value"][k] <= 1
+
+
+def test_a_candidate_that_cannot_be_read_is_passed_over(tmp_path):
+    # The gatekeeper removes candidates it is done with: one can go between being listed and being read.
+    run = tmp_path / "run"
+    write_games(run, 0, range(2))
+    RunDir(run).candidate(40).parent.mkdir(parents=True)
+    RunDir(run).candidate(40).write_bytes(b"half a file")
+    selfplay = SelfPlayConfig(precision="float32", device="cpu")
+    stats = Reanalyser(run, 0, ReanalyseConfig(simulations=4, games_in_flight=2), selfplay,
+                       window=lambda committed: committed, positions=2).run()
+    assert stats.positions == 2 and stats.network == "shipped"  # the run's best: before one, the shipped network

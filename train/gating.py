@@ -35,6 +35,7 @@ from zero.egdb import Egdb
 from zero.egdb_build import largest_available
 from zero.game import RulesConfig
 from zero.inference import Evaluator
+from zero.quantized import cache_path
 from zero.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -365,6 +366,7 @@ class Gatekeeper:
         removed = [path for _, path in self.run.candidates() if path in done_with]
         for path in removed:
             path.unlink(missing_ok=True)
+            cache_path(path).unlink(missing_ok=True)  # its int8 model (a reanalyser or a gate made it)
         if removed:
             log.info("removed the candidates gating is done with: %s", ", ".join(p.name for p in removed))
         return removed
