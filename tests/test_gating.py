@@ -171,7 +171,8 @@ def test_status_lines_stay_short_with_everything_going_on():
     # Before: one line of about 300 characters.
     from train.loop import format_status
 
-    snap = {"games": 123456, "positions": 12345678, "trainer": {"step": 1234567, "loss": 2.3456},
+    snap = {"games": 123456, "positions": 12345678,
+            "trainer": {"step": 1234567, "loss": 2.3456, "reanalysed_share": 0.4375},
             "best": "candidate-1234567", "best_elo": 1523.4, "best_vs_reference": 312.3,
             "best_vs_reference_ci95": 45.2, "promotions": 123,
             "gatekeeper": {"match": "gate-candidate-1240000-vs-candidate-1234567", "games": 137, "of": 288,
@@ -179,6 +180,7 @@ def test_status_lines_stay_short_with_everything_going_on():
     lines = format_status(snap, 12345 * 60.0).splitlines()
     assert len(lines) == 3 and all(len(line) <= 120 for line in lines), lines
     assert all(line.startswith("[12345.0 min] ") for line in lines)
+    assert "reanalysed 44% of a batch" in lines[0]
 
 
 def test_candidates_gating_is_done_with_are_removed(setup):

@@ -227,6 +227,8 @@ def format_status(snap: dict, elapsed: float) -> str:
     if tr:
         if "loss" in tr:
             progress.append(f"step {tr['step']} loss {tr['loss']:.3f}")
+            if tr.get("reanalysed_share"):
+                progress.append(f"reanalysed {tr['reanalysed_share']:.0%} of a batch")
         elif "phase" in tr:
             progress.append(f"trainer: {tr['phase']}")
     if "replay_error" in snap:
