@@ -54,7 +54,7 @@ class ReanalyseConfig:
     # candidate is looked for this often.
     network_poll_seconds: float = setting(60.0, low=0)
     commit_targets: int = setting(1024, low=1)  # entries queued before a commit
-    seed: int = setting(0, low=0)  # the games drawn derive from it and the worker id
+    seed: int = setting(0, low=0)  # the games drawn derive from it, the worker id and its entries so far
 
     def validate(self) -> None:
         check_settings(self, "reanalyse")
@@ -124,7 +124,7 @@ class Reanalyser:
         self.window = window
         self.limit = positions
         self.load_evaluator = load_evaluator or self._load_network
-        self.rng = np.random.default_rng([config.seed, worker, time.time_ns()])
+        self.rng: np.random.Generator | None = None  # seeded in run(), once the entries made so far are known
         self.stats = ReanalyseStats(worker)
         self.stop = StopRequest()
 
@@ -183,6 +183,8 @@ class Reanalyser:
         last_poll = last_log = time.monotonic()
         newer: CheckpointInfo | None = None
         with ReanalysisWriter(self.run_dir, self.worker, commit_targets=self.config.commit_targets) as writer:
+            # A restart draws other games than the start before it, and the same ones given the same store.
+            self.rng = np.random.default_rng([self.config.seed, self.worker, writer.committed])
             while self.stop.mode is None:
                 busy = sum(s is not None for s in slots)
                 if newer is None and time.monotonic() - last_poll > self.config.network_poll_seconds:
