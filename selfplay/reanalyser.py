@@ -127,6 +127,9 @@ class Reanalyser:
         self.rng: np.random.Generator | None = None  # seeded in run(), once the entries made so far are known
         self.stats = ReanalyseStats(worker)
         self.stop = StopRequest()
+        self.network: CheckpointInfo | None = None  # the network in use, and its evaluator (set by run)
+        self.evaluator = None
+        self._last_poll = 0.0
 
     def _load_network(self, info: CheckpointInfo):
         import torch
@@ -162,71 +165,86 @@ class Reanalyser:
                         self.worker, stored.game_id)
         return roots
 
-    def _wanted(self) -> bool:
-        return self.stop.mode is None and (self.limit is None or self.stats.positions < self.limit)
+    def _wanted(self, busy: int = 0) -> bool:
+        """Whether to start another search, with `busy` searches in flight."""
+        return self.stop.mode is None and (self.limit is None or self.stats.positions + busy < self.limit)
 
-    def run(self) -> ReanalyseStats:
-        t0 = time.perf_counter()
-        reader = ReplayReader(self.run_dir)
-        network = newest_network(self.run_dir)
-        evaluator = self._load(network)
-        if evaluator is None:
-            network = current_best(self.run_dir)
-            evaluator = self.load_evaluator(network)
+    def _use(self, network: CheckpointInfo, evaluator) -> None:
+        self.network, self.evaluator = network, evaluator
         self.stats.network = network.name
         log.info("reanalyser %d (pid %d): network %s (step %d), %d positions at once, %d simulations each",
                  self.worker, os.getpid(), network.name, network.step, self.in_flight, self.config.simulations)
+
+    def _newer_network(self) -> CheckpointInfo | None:
+        """A newer network than the one in use, looked for once every network_poll_seconds."""
+        if time.monotonic() - self._last_poll <= self.config.network_poll_seconds:
+            return None
+        self._last_poll = time.monotonic()
+        found = newest_network(self.run_dir)
+        return found if (found.path, found.step) != (self.network.path, self.network.step) else None
+
+    def _fill(self, search: BatchedSearch, slots: list[_Root | None], queue: deque[_Root],
+              reader: ReplayReader) -> int:
+        """Start a search in every free slot that positions are there for; returns the searches in flight."""
+        busy = sum(s is not None for s in slots)
+        for g, slot in enumerate(slots):
+            if slot is not None:
+                continue
+            if not queue and self._wanted(busy):
+                queue.extend(self._draw_game(reader))
+            if not queue or not self._wanted(busy):
+                break
+            slots[g] = queue.popleft()
+            search.set_root(g, slots[g].game)
+            search.start(g, self.config.simulations)
+            busy += 1
+        return busy
+
+    def run(self) -> ReanalyseStats:
+        t0 = last_log = time.perf_counter()
+        reader = ReplayReader(self.run_dir)
+        first = newest_network(self.run_dir)
+        evaluator = self._load(first)
+        if evaluator is None:
+            first = current_best(self.run_dir)
+            evaluator = self.load_evaluator(first)
+        self._use(first, evaluator)
+        self._last_poll = time.monotonic()
         search = BatchedSearch(self.in_flight, self.selfplay.search, self.selfplay.rules,
                                simulations=self.config.simulations)
         slots: list[_Root | None] = [None] * self.in_flight
         queue: deque[_Root] = deque()
-        last_poll = last_log = time.monotonic()
         newer: CheckpointInfo | None = None
         with ReanalysisWriter(self.run_dir, self.worker, commit_targets=self.config.commit_targets) as writer:
             # A restart draws other games than the start before it, and the same ones given the same store.
             self.rng = np.random.default_rng([self.config.seed, self.worker, writer.committed])
             while self.stop.mode is None:
-                busy = sum(s is not None for s in slots)
-                if newer is None and time.monotonic() - last_poll > self.config.network_poll_seconds:
-                    last_poll = time.monotonic()
-                    found = newest_network(self.run_dir)
-                    newer = found if found.step != network.step or found.path != network.path else None
-                if newer is not None and not busy:  # every entry names the network that searched it
+                newer = newer or self._newer_network()
+                if newer is not None and not any(s is not None for s in slots):
+                    # Only between searches: every entry names the one network that searched it.
                     loaded = self._load(newer)
                     if loaded is not None:
-                        network, evaluator = newer, loaded
-                        self.stats.network = network.name
-                        log.info("reanalyser %d: network %s (step %d)", self.worker, network.name, network.step)
+                        self._use(newer, loaded)
                     newer = None
-                for g in range(self.in_flight):
-                    if newer is not None or not self._wanted() or \
-                            self.limit is not None and self.stats.positions + busy >= self.limit:
-                        break
-                    if slots[g] is None:
-                        if not queue:
-                            queue.extend(self._draw_game(reader))
-                        if not queue:
-                            break
-                        slots[g] = queue.popleft()
-                        search.set_root(g, slots[g].game)
-                        search.start(g, self.config.simulations)
-                        busy += 1
+                # While a newer network waits, the searches in flight finish and no new one starts.
+                busy = (sum(s is not None for s in slots) if newer is not None
+                        else self._fill(search, slots, queue, reader))
                 if not busy:
                     if not self._wanted():
                         break
-                    time.sleep(0.5 if newer is None else 0)  # no game committed yet
+                    time.sleep(0.5)  # no game committed yet
                     continue
-                search.step(evaluator)
-                for g in np.flatnonzero(search.complete()):
+                search.step(self.evaluator)
+                for g in map(int, np.flatnonzero(search.complete())):
                     root, slots[g] = slots[g], None
-                    search.stop(int(g))
-                    actions, shares = visit_policy(search.root_children(int(g)), root.game.position.black_to_move)
-                    writer.append(root.actor_id, root.row, actions, shares, search.root_value(int(g)), network.step)
+                    search.stop(g)
+                    actions, shares = visit_policy(search.root_children(g), root.game.position.black_to_move)
+                    writer.append(root.actor_id, root.row, actions, shares, search.root_value(g), self.network.step)
                     self.stats.positions += 1
-                if time.monotonic() - last_log > 60:
-                    last_log = time.monotonic()
+                if time.perf_counter() - last_log > 60:
+                    last_log = time.perf_counter()
                     log.info("reanalyser %d: %d positions of %d games (%.0f a second)", self.worker,
-                             self.stats.positions, self.stats.games, self.stats.positions / (time.perf_counter() - t0))
+                             self.stats.positions, self.stats.games, self.stats.positions / (last_log - t0))
         self.stats.elapsed = time.perf_counter() - t0
         return self.stats
 

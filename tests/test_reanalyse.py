@@ -140,3 +140,42 @@ def test_a_candidate_that_cannot_be_read_is_passed_over(tmp_path):
     stats = Reanalyser(run, 0, ReanalyseConfig(simulations=4, games_in_flight=2), selfplay,
                        window=lambda committed: committed, positions=2).run()
     assert stats.positions == 2 and stats.network == "shipped"  # the run's best: before one, the shipped network
+
+
+def test_a_newer_candidate_takes_over_between_searches(tmp_path):
+    import zarr
+
+    from zero.inference import Evaluator
+
+    run = tmp_path / "run"
+    write_games(run, 0, range(4))
+    for step in (40, 80):
+        torch.manual_seed(step)
+        save_checkpoint(RunDir(run).candidate(step), net=PolicyValueNet(TINY), net_config=TINY, step=step)
+    newer = RunDir(run).candidate(80)
+    hidden = newer.with_name("later.pt")
+    newer.rename(hidden)  # the trainer writes it once the first searches have begun
+    loaded = []
+
+    def load(info):
+        loaded.append(info.step)
+        return Evaluator.from_checkpoint(info.path, device="cpu", precision="float32")
+
+    reanalyser = Reanalyser(run, 0, ReanalyseConfig(simulations=8, games_in_flight=4, network_poll_seconds=0,
+                                                    commit_targets=1),
+                            SelfPlayConfig(precision="float32", device="cpu"), window=lambda c: c, positions=24,
+                            load_evaluator=load)
+    draw = reanalyser._draw_game
+
+    def draw_then_reveal(reader):
+        roots = draw(reader)
+        if hidden.exists():
+            hidden.rename(newer)
+        return roots
+
+    reanalyser._draw_game = draw_then_reveal
+    assert reanalyser.run().network == "candidate-0000080" and loaded == [40, 80]
+    group = zarr.open_group(RunDir(run).replay_store / REANALYSIS_GROUP / "0", mode="r")
+    steps = group["model_version"][:group.attrs["commit"]["targets"]]
+    # Every search in flight when the newer network came finished with the older one; none mixed the two.
+    assert len(steps) == 24 and steps[0] == 40 and steps[-1] == 80 and (np.diff(steps) >= 0).all()
