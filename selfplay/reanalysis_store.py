@@ -38,6 +38,7 @@ from selfplay.replay_buffer import (
     DEFAULT_CHUNK_ROWS,
     MAX_ACTOR_ID,
     ReplayError,
+    StoreWriter,
     _ChunkedColumns,
     _damage,
     _gather,
@@ -85,7 +86,7 @@ def _columns_in(group: zarr.Group) -> dict[str, zarr.Array]:
     return {name: group[name] for name in TARGET_SCHEMA if name in group}
 
 
-class ReanalysisWriter:
+class ReanalysisWriter(StoreWriter):
     """Appends one reanalyser's entries (one writer per worker id at a time); `append` queues, and the
     queue is committed once it holds `commit_targets` entries, and on `flush()` / `close()`."""
 
@@ -109,7 +110,7 @@ class ReanalysisWriter:
             with _metadata_of(self.group_dir):
                 self._open(root, chunk_rows)
         except BaseException:
-            self._lock.close()
+            self._release_lock()
             raise
         self._pending: list[dict[str, np.ndarray]] = []
 
@@ -167,21 +168,6 @@ class ReanalysisWriter:
         self.committed = end
         self._pending = []
 
-    def close(self) -> None:
-        """Commit what is queued and let another process write this worker's entries."""
-        if self._lock is None:
-            return
-        try:
-            self.flush()
-        finally:
-            self._lock.close()
-            self._lock = None
-
-    def __enter__(self) -> "ReanalysisWriter":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _worker_groups(store: Path | ObjectPath) -> list[str]:

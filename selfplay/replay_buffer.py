@@ -514,7 +514,36 @@ def _refuse_rows_without_commit(group: zarr.Group, group_dir: Path) -> None:
                       f"missing, so committed games cannot be told from scratch rows and would be overwritten")
 
 
-class ReplayWriter:
+class StoreWriter:
+    """What the store's writers share: the writer's lock, held while it is open (a context manager), and
+    `close()`, which commits what is queued (`flush`) and then lets another process take its place."""
+
+    _lock = None
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def close(self) -> None:
+        if self._lock is None:
+            return
+        try:
+            self.flush()
+        finally:
+            self._release_lock()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class ReplayWriter(StoreWriter):
     """Appends one actor's finished games to the run's replay store (one writer per actor id at a time).
 
     `append_game` gives the game its id and queues it; the queue is committed (written, then made visible)
@@ -594,11 +623,6 @@ class ReplayWriter:
                 raise ReplayError(f"replay actor {self.actor_id}: fenced off, a writer of generation "
                                   f"{stored['generation']} took over from this one ({self._lock.generation})")
 
-    def _release_lock(self) -> None:
-        if self._lock is not None:
-            self._lock.close()
-            self._lock = None
-
     def _remove_leftovers(self) -> None:
         # Temporary files of writes this actor's previous process did not finish (nobody else writes here).
         # An object store has none: each put is whole or absent.
@@ -670,20 +694,6 @@ class ReplayWriter:
         self._pending = []
         self._pending_positions = 0
 
-    def close(self) -> None:
-        """Commit what is queued and let another process write this actor."""
-        if self._lock is None:
-            return
-        try:
-            self.flush()
-        finally:
-            self._release_lock()
-
-    def __enter__(self) -> "ReplayWriter":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 @dataclass
