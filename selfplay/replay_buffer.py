@@ -7,6 +7,8 @@ Layout (zarr v3, inside the run directory)::
             attributes["commit"]        {"games": G, "positions": P, "time": t}: the commit record
             positions/<column>          one row per position (POSITION_SCHEMA), chunked by `chunk_rows`
             games/<column>              one row per game (GAME_SCHEMA), chunked by `chunk_games`
+        reanalysis/<worker>/            a reanalyser's fresh targets for committed positions, under the same
+                                        protocol (selfplay.reanalysis_store)
     RUN/replay-locks/actor-<id>.lock    flock held by the live writer (outside the zarr hierarchy)
 
 The same layout lives on an object store when the run was started with one (zero.rundir's
