@@ -44,7 +44,6 @@ from selfplay.replay_buffer import (
     _gather,
     _metadata_of,
     _open_arrays,
-    _open_root,
     _read_commits,
     _read_rows,
     _refuse_damage,
@@ -54,7 +53,7 @@ from selfplay.replay_buffer import (
     table_problems,
 )
 from zero.objectstore import LeaseError, ObjectPath
-from zero.rundir import RunDir, RunDirError
+from zero.rundir import RunDir
 
 REANALYSIS_GROUP = "reanalysis"
 TARGET_SCHEMA: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
@@ -100,18 +99,7 @@ class ReanalysisWriter(StoreWriter):
         run = RunDir(run_dir)
         self.path = run.replay_store
         self.group_dir = self.path / REANALYSIS_GROUP / str(self.worker)
-        try:
-            self._lock = run.take_reanalysis_lock(self.worker)
-        except RunDirError as exc:
-            raise ReplayError(str(exc)) from None
-        try:
-            with _metadata_of(self.path):
-                root = _open_root(self.path)
-            with _metadata_of(self.group_dir):
-                self._open(root, chunk_rows)
-        except BaseException:
-            self._release_lock()
-            raise
+        self._begin(lambda: run.take_reanalysis_lock(self.worker), lambda root: self._open(root, chunk_rows))
         self._pending: list[dict[str, np.ndarray]] = []
 
     def _open(self, root: zarr.Group, chunk_rows: int) -> None:

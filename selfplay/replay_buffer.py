@@ -60,7 +60,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -521,6 +521,24 @@ class StoreWriter:
     `close()`, which commits what is queued (`flush`) and then lets another process take its place."""
 
     _lock = None
+    path: Path | ObjectPath  # the store
+    group_dir: Path | ObjectPath  # this writer's group in it
+
+    def _begin(self, take_lock: Callable[[], object], open_group: Callable[[zarr.Group], None]) -> None:
+        """Take the writer's lock, then open its group (`open_group(root of the store)`); the lock is let go
+        again when the group cannot be opened."""
+        try:
+            self._lock = take_lock()
+        except RunDirError as exc:
+            raise ReplayError(str(exc)) from None
+        try:
+            with _metadata_of(self.path):
+                root = _open_root(self.path)
+            with _metadata_of(self.group_dir):
+                open_group(root)
+        except BaseException:
+            self._release_lock()
+            raise
 
     def flush(self) -> None:
         raise NotImplementedError
@@ -570,18 +588,8 @@ class ReplayWriter(StoreWriter):
         self.commit_seconds = commit_seconds
         self.path = RunDir(run_dir).replay_store
         self.group_dir = self.path / "actors" / str(self.actor_id)  # this actor's group in the store
-        try:
-            self._lock = RunDir(run_dir).take_replay_lock(self.actor_id)
-        except RunDirError as exc:
-            raise ReplayError(str(exc)) from None
-        try:
-            with _metadata_of(self.path):
-                root = _open_root(self.path)
-            with _metadata_of(self.group_dir):
-                self._open_actor(root, chunk_rows, chunk_games)
-        except BaseException:
-            self._release_lock()
-            raise
+        self._begin(lambda: RunDir(run_dir).take_replay_lock(self.actor_id),
+                    lambda root: self._open_actor(root, chunk_rows, chunk_games))
         self._pending: list[tuple[GameRecord, dict[str, np.ndarray]]] = []
         self._pending_positions = 0
         self._pending_since = 0.0
