@@ -36,7 +36,7 @@ from typing import Callable
 import numpy as np
 
 from selfplay.gumbel import GumbelRoot, improved_policy_target
-from selfplay.records import POLICY_SLOTS, POSITION_FIELDS, GameRecord, PositionRows
+from selfplay.records import POSITION_FIELDS, GameRecord, PositionRows, padded_policy
 from selfplay.search import BatchedSearch, RootNoise, SearchConfig, visit_policy
 from zero.config import INFERENCE_PRECISIONS, check_settings, setting
 from zero.encoding import move_action
@@ -380,10 +380,7 @@ class Actor:
                  value: float) -> None:
         game, rows = slot.game, slot.rows
         pos = game.position
-        padded_actions = np.full(POLICY_SLOTS, -1, np.int16)
-        padded_shares = np.zeros(POLICY_SLOTS, np.float32)
-        padded_actions[:len(actions)] = actions
-        padded_shares[:len(shares)] = shares
+        padded_actions, padded_shares = padded_policy(actions, shares)
         for name, value_ in (("black", pos.black), ("white", pos.white), ("kings", pos.kings),
                              ("black_to_move", pos.black_to_move), ("no_progress", game.no_progress[-1]),
                              ("repetitions", game.repetitions()), ("ply", game.ply),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from selfplay.records import POLICY_SLOTS, POSITION_FIELDS, GameRecord, PositionRows
+from selfplay.records import POSITION_FIELDS, GameRecord, PositionRows, padded_policy
 from zero.encoding import move_action
 from zero.game import Game, Termination
 from zero.pdn import write_game
@@ -33,10 +33,7 @@ def random_game_record(seed: int, *, max_plies: int = 160, checkpoint: str = "ra
         legal = game.legal_moves()
         actions = sorted({move_action(m, position.black_to_move) for m in legal})
         shares = rng.dirichlet(np.ones(len(actions)))
-        row_actions = np.full(POLICY_SLOTS, -1, np.int16)
-        row_visits = np.zeros(POLICY_SLOTS, np.float32)
-        row_actions[:len(actions)] = actions
-        row_visits[:len(actions)] = shares
+        row_actions, row_visits = padded_policy(np.array(actions), shares)
         forced = len(legal) == 1
         for name, value in (("black", position.black), ("white", position.white), ("kings", position.kings),
                             ("black_to_move", position.black_to_move), ("no_progress", game.no_progress[-1]),

@@ -32,7 +32,7 @@ import numpy as np
 import zarr
 import zarr.errors
 
-from selfplay.records import POLICY_SLOTS, POSITION_FIELDS
+from selfplay.records import POSITION_FIELDS, padded_policy
 from selfplay.replay_buffer import (
     ACTOR_BITS,
     DEFAULT_CHUNK_ROWS,
@@ -128,10 +128,7 @@ class ReanalysisWriter(StoreWriter):
         """Queue the fresh target of one position: its visit shares per action (at most POLICY_SLOTS)."""
         if self._lock is None:
             raise ReplayError("the reanalysis writer is closed")
-        padded_actions = np.full(POLICY_SLOTS, -1, np.int16)
-        padded_shares = np.zeros(POLICY_SLOTS, np.float32)
-        padded_actions[:len(actions)] = actions
-        padded_shares[:len(shares)] = shares
+        padded_actions, padded_shares = padded_policy(actions, shares)
         self._pending.append({"actor_id": actor_id, "row": row, "policy_actions": padded_actions,
                               "policy_visits": padded_shares, "root_value": root_value,
                               "model_version": model_version})

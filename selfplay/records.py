@@ -17,6 +17,15 @@ POLICY_SLOTS = 64
 STRING = np.dtypes.StringDType()
 
 
+def padded_policy(actions: np.ndarray, shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A policy as stored: its actions and shares in POLICY_SLOTS slots, the empty ones -1 and 0."""
+    padded_actions = np.full(POLICY_SLOTS, -1, np.int16)
+    padded_shares = np.zeros(POLICY_SLOTS, np.float32)
+    padded_actions[:len(actions)] = actions
+    padded_shares[:len(shares)] = shares
+    return padded_actions, padded_shares
+
+
 def column(dtype, shape: tuple[int, ...] = (), **kwargs):
     """A stored field: its numpy dtype and the shape of one row."""
     return field(metadata={"dtype": np.dtype(dtype), "shape": shape}, **kwargs)
