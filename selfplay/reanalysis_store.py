@@ -221,15 +221,19 @@ class FreshTargets:
         self.keys = keys[newest]
         self.columns = {name: column[newest] for name, column in merged.items()}
 
-    def forget_before(self, oldest_row: dict[int, int]) -> None:
-        """Drop the entries of positions that have left the training window (`oldest_row`: per actor, its
-        first row still in the window; an actor missing has none there), so memory follows the window."""
+    def forget_outside(self, window_actors: np.ndarray, window_first_rows: np.ndarray) -> None:
+        """Drop the entries of positions that have left the training window, given as the actor and first
+        row of each game in it (ReplayReader.window_games), so memory follows the window."""
+        if not len(self.keys):
+            return
+        order = np.lexsort((window_first_rows, window_actors))
+        by_actor, by_first = np.asarray(window_actors, np.int64)[order], np.asarray(window_first_rows, np.int64)[order]
+        lead = np.r_[True, by_actor[1:] != by_actor[:-1]] if len(by_actor) else np.zeros(0, bool)
+        ids, oldest = by_actor[lead], by_first[lead]  # per actor in the window, its oldest row there
         actors = self.columns["actor_id"].astype(np.int64)
-        ids = np.array(sorted(oldest_row), np.int64)
         at = np.minimum(np.searchsorted(ids, actors), max(len(ids) - 1, 0))
         known = ids[at] == actors if len(ids) else np.zeros(len(actors), bool)
-        first = np.array([oldest_row[int(i)] for i in ids], np.int64) if len(ids) else np.zeros(1, np.int64)
-        floor = np.where(known, first[at], np.iinfo(np.int64).max)
+        floor = np.where(known, oldest[at] if len(ids) else 0, np.iinfo(np.int64).max)
         keep = self.columns["row"] >= floor
         if not keep.all():
             self.keys = self.keys[keep]

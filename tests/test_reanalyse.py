@@ -65,7 +65,10 @@ def test_fresh_targets_replace_a_rows_targets_and_the_newest_network_wins(tmp_pa
         assert (rows[name][untouched] == before[name][untouched]).all()
     assert check_reanalysis(run).targets == 4 and not check_reanalysis(run).problems
 
-    fresh.forget_before({0: 4})  # actor 0's row 3 has left the window, actor 5 has none left in it
+    fresh.forget_outside(np.array([5, 0, 0]), np.array([0, 9, 3]))  # both positions still in the window
+    assert len(fresh) == 2
+    # The window holds actor 0's games from row 4 on (row 3 has left it), and none of actor 5's.
+    fresh.forget_outside(np.array([0, 0]), np.array([30, 4]))
     assert len(fresh) == 0
 
 

@@ -194,11 +194,9 @@ class Trainer:
         if not self._data_allows_step() or time.monotonic() - self._refreshed >= self.cfg.refresh_seconds:
             self.reader.refresh()
             self.fresh.refresh()
-            actors, firsts = self.reader.window_games(window_size(self.cfg, self.reader.positions_committed()))
-            oldest: dict[int, int] = {}
-            for actor, first in zip(actors.tolist(), firsts.tolist()):
-                oldest[actor] = min(first, oldest.get(actor, first))
-            self.fresh.forget_before(oldest)
+            if len(self.fresh):  # most runs have no reanalyser: nothing to keep within the window
+                self.fresh.forget_outside(
+                    *self.reader.window_games(window_size(self.cfg, self.reader.positions_committed())))
             self._refreshed = time.monotonic()
         return self._data_allows_step()
 
