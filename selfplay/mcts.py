@@ -42,7 +42,8 @@ Search step, driven from Python (selfplay.search.BatchedSearch):
      - a pending node (another descent of this batch already chose it): the tree stops selecting for this
        batch, so a leaf is never evaluated twice.
   2. the caller evaluates the batch's planes with the network;
-  3. `expand_and_backup`: each leaf gets its children (priors = softmax over the legal actions' logits, a
+  3. `expand_and_backup`: each leaf gets its children (priors = softmax over the legal actions' logits
+     divided by the policy temperature, a
      from-to action shared by several moves split equally among them; equal priors where the logits give
      no distribution) and its value is backed up (0 where the answer is not finite), the virtual loss
      removed.
@@ -55,7 +56,8 @@ below its limit with the fewest visits (in flight counted), ties to the higher `
 child has reached its limit the tree stops selecting until the caller sets the next phase's limits.
 
 PUCT at a node p choosing among children c (all from the chooser's view):
-    score(c) = Q(c) + c_puct * prior(c) * sqrt(N(p)) / (1 + N(c))
+    score(c) = Q(c) + C(p) * prior(c) * sqrt(N(p)) / (1 + N(c))
+    C(p) = c_puct + c_puct_growth * ln((N(p) + c_puct_base) / c_puct_base)
 with N counting in-flight visits, Q(c) = (value_sum(c) - virtual(c) * virtual_loss) / N(c) (0 for a
 proven draw), and for an unvisited child the first-play urgency Q = Q(p) - fpu_reduction * sqrt(prior mass
 of visited children), Q(p) counting as 0 while p has no visit of its own (a node expanded without the
@@ -174,7 +176,7 @@ def repetitions(f, g, node):
 
 
 @njit(cache=True)
-def _best_child(f, g, p, c_puct, fpu_reduction, virtual_loss):
+def _best_child(f, g, p, c_puct, c_puct_growth, c_puct_base, fpu_reduction, virtual_loss):
     """The PUCT choice at p, in one pass over the children: every unvisited child has the same Q (the
     first-play urgency), so the best of them is the first with the highest prior, and it is compared with
     the best visited child at the end (on equal scores the earlier child wins, as a plain scan would).
@@ -184,7 +186,9 @@ def _best_child(f, g, p, c_puct, fpu_reduction, virtual_loss):
     if end == first + 1:
         return first  # a forced move (its node may have no visit yet, so no Q for the first-play urgency)
     stats = f.stats[g]
-    sqrt_n = math.sqrt(stats[p, VISITS] + stats[p, VIRTUAL])
+    n_parent = stats[p, VISITS] + stats[p, VIRTUAL]
+    sqrt_n = math.sqrt(n_parent)
+    c_puct = c_puct + c_puct_growth * math.log((n_parent + c_puct_base) / c_puct_base)
     visited_mass = 0.0
     best = -np.inf
     best_c = -1
@@ -363,8 +367,8 @@ def _halving_child(f, g, limit, score):
 
 
 @njit(cache=True)
-def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reduction_root, virtual_loss,
-                  resolve_captures, repetitions_for_draw, no_progress_plies, leaf_game, leaf_node, leaf_reps, moves,
+def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base, fpu_reduction,
+                  fpu_reduction_root, virtual_loss, resolve_captures, repetitions_for_draw, no_progress_plies, leaf_game, leaf_node, leaf_reps, moves,
                   tables, halving, root_limit, root_score):
     """One selection pass over the active trees (see the module docstring). Writes the leaves for the
     network (tree, node, repetition count) and returns (their number, visits to proven nodes made).
@@ -394,7 +398,7 @@ def select_leaves(f, active, leaves_per_tree, c_puct, fpu_reduction, fpu_reducti
                             break
                         continue
                     reduction = fpu_reduction_root if node == 0 else fpu_reduction
-                    node = _best_child(f, g, node, c_puct, reduction, virtual_loss)
+                    node = _best_child(f, g, node, c_puct, c_puct_growth, c_puct_base, reduction, virtual_loss)
                     continue
                 if state == NEW:
                     n_moves, reps = _decide_new(f, g, node, repetitions_for_draw, no_progress_plies, moves, tables)
@@ -435,8 +439,9 @@ def encode_leaves(f, n_leaves, leaf_game, leaf_node, leaf_reps, planes):
 
 
 @njit(cache=True)
-def expand_and_backup(f, n_leaves, leaf_game, leaf_node, logits, wdl, moves, actions, priors):
-    """Expand each evaluated leaf and back up its value (wdl: win, draw, loss for the leaf's side to move)."""
+def expand_and_backup(f, n_leaves, leaf_game, leaf_node, logits, wdl, moves, actions, priors, policy_temperature):
+    """Expand each evaluated leaf and back up its value (wdl: win, draw, loss for the leaf's side to move);
+    its children's priors are the policy at `policy_temperature`."""
     capacity = f.links.shape[1]
     for i in range(n_leaves):
         g = leaf_game[i]
@@ -446,7 +451,7 @@ def expand_and_backup(f, n_leaves, leaf_game, leaf_node, logits, wdl, moves, act
         n = legal_action_array(b, w, k, btm, moves, actions)
         first = f.trees[g, USED]
         if first + n <= capacity:
-            legal_policy(logits[i], actions, n, priors)
+            legal_policy(logits[i], actions, n, priors, policy_temperature)
             for j in range(n):
                 _make_child(f, g, first + j, node, priors[j], b, w, k, btm, moves, j)
             f.trees[g, USED] = first + n

@@ -16,9 +16,10 @@ Semantics (see selfplay.mcts for the reasoning):
     and with `resolve_captures` so is a node where a capture is pending (equal priors);
   * a proof climbs: a node is won when a child is lost for its side to move (fastest first), lost or drawn
     when every child is proven (the best; a loss counts the longest resistance);
-  * priors are equal where the logits give no distribution (NaN or infinite), and a value that is not
-    finite counts as 0;
-  * score = Q + c_puct * prior * sqrt(N_parent) / (1 + N), in-flight visits counted in N and as losses of
+  * priors are the softmax of the legal logits divided by `policy_temperature`, equal where the logits
+    give no distribution (NaN or infinite), and a value that is not finite counts as 0;
+  * score = Q + C * prior * sqrt(N_parent) / (1 + N) with C = c_puct + c_puct_growth *
+    ln((N_parent + c_puct_base) / c_puct_base), in-flight visits counted in N and as losses of
     size `virtual_loss` in Q (a proven draw's Q is 0, a child proven lost for the chooser is never
     chosen); unvisited children get Q_parent - fpu_reduction * sqrt(visited prior mass), Q_parent being 0
     before the parent's first visit; ties go to the first child in generation order;
@@ -169,7 +170,9 @@ class ReferenceMcts:
             return node.children[0]
         c = self.config
         reduction = c.fpu_reduction_root if node is self.root else c.fpu_reduction
-        sqrt_n = math.sqrt(node.visits + node.virtual)
+        n_parent = node.visits + node.virtual
+        sqrt_n = math.sqrt(n_parent)
+        c_puct = c.c_puct + c.c_puct_growth * math.log((n_parent + c.c_puct_base) / c.c_puct_base)
         visited_mass = 0.0
         for child in node.children:
             if child.visits + child.virtual > 0:
@@ -185,7 +188,7 @@ class ReferenceMcts:
                 q = 0.0
             else:
                 q = child.q_for_chooser(c.virtual_loss) if n > 0 else fpu
-            score = q + c.c_puct * child.prior * sqrt_n / (1 + n)
+            score = q + c_puct * child.prior * sqrt_n / (1 + n)
             if score > best:
                 best, best_child = score, child
         return best_child
@@ -246,7 +249,8 @@ class ReferenceMcts:
         actions = [move_action(m, pos.black_to_move) for m in moves]
         # Softmax over distinct actions; an action shared by several moves is split equally among them.
         top = max(float(logits[a]) for a in actions)
-        weights = [math.exp(float(logits[a]) - top) / actions.count(a) for a in actions]
+        temperature = self.config.policy_temperature
+        weights = [math.exp((float(logits[a]) - top) / temperature) / actions.count(a) for a in actions]
         total = 0.0
         for w in weights:
             total += w

@@ -38,6 +38,13 @@ class SearchConfig:
     English checkers (about 8 legal moves a position), not tuned values."""
 
     c_puct: float = setting(1.5, above=0)  # exploration weight in PUCT
+    # The weight grows with the parent's visits, c_puct + c_puct_growth * ln((N + c_puct_base) / c_puct_base)
+    # (AlphaZero's form): a node searched long explores more widely. 0: a constant weight.
+    c_puct_growth: float = setting(0.0, low=0)
+    c_puct_base: float = setting(1000.0, above=0)  # the visits at which the growth reaches ln 2
+    # Priors are softmax(logits / policy_temperature): above 1 flattens the network's policy, so the search
+    # looks more at moves the network ranks second (lc0's policy softmax temperature).
+    policy_temperature: float = setting(1.0, above=0)
     fpu_reduction: float = setting(0.25, low=0)  # unvisited child's Q = parent Q - this * sqrt(visited prior mass)
     fpu_reduction_root: float = setting(0.0, low=0)  # the same at the root, where noise should be free to act
     virtual_loss: float = setting(1.0, low=0)  # each in-flight visit counts as a loss of this size while pending
@@ -372,9 +379,9 @@ class BatchedSearch:
                 halving.advance(self.root_children(g), self.network_prior(g))
                 self._set_limits(g)
         batch.n, n_terminal = mcts.select_leaves(
-            self.forest, self.active, c.leaves_per_tree, c.c_puct, c.fpu_reduction, c.fpu_reduction_root,
-            c.virtual_loss, c.resolve_captures, self.rules.repetitions_for_draw, self.rules.no_progress_plies,
-            batch.game, batch.node, batch.reps, self._moves, self._tables, self._halving_on, self._root_limit,
+            self.forest, self.active, c.leaves_per_tree, c.c_puct, c.c_puct_growth, c.c_puct_base, c.fpu_reduction,
+            c.fpu_reduction_root, c.virtual_loss, c.resolve_captures, self.rules.repetitions_for_draw,
+            self.rules.no_progress_plies, batch.game, batch.node, batch.reps, self._moves, self._tables, self._halving_on, self._root_limit,
             self._root_score,
         )
         t1 = time.perf_counter()
@@ -388,7 +395,7 @@ class BatchedSearch:
     def _back_up(self, batch: LeafBatch, logits: np.ndarray, wdl: np.ndarray) -> None:
         t0 = time.perf_counter()
         mcts.expand_and_backup(self.forest, batch.n, batch.game, batch.node, logits, wdl,
-                               self._moves, self._actions, self._priors)
+                               self._moves, self._actions, self._priors, self.config.policy_temperature)
         for g in list(self._noise):
             if self.forest.links[g, 0, mcts.STATE] == mcts.EXPANDED:
                 self._mix_noise(g, self._noise.pop(g))

@@ -12,7 +12,7 @@ from selfplay import mcts
 from selfplay.evaluators import HashEvaluator, MaterialEvaluator, UniformEvaluator
 from selfplay.reference_mcts import ReferenceMcts
 from selfplay.analysis import Proven, analyse, best_move
-from selfplay.search import BatchedSearch, RootNoise, SearchConfig, choose_move, visit_policy
+from selfplay.search import BatchedSearch, RootChildren, RootNoise, SearchConfig, choose_move, visit_policy
 from zero.data import data_file
 from zero import movegen
 from zero.game import Game, RulesConfig, Termination
@@ -61,12 +61,18 @@ def _wins_after(game: Game, move, plies: int) -> bool:
         game.undo()
 
 
-@pytest.mark.parametrize("leaves_per_tree,resolve_captures", [(1, False), (3, False), (1, True), (3, True)])
-def test_numba_search_matches_reference(leaves_per_tree, resolve_captures):
+# A growing exploration weight (its base small, so that 250 visits feel it) and a flattened policy.
+_GROWTH_AND_TEMPERATURE = {"c_puct_growth": 0.8, "c_puct_base": 20.0, "policy_temperature": 1.7}
+
+
+@pytest.mark.parametrize("leaves_per_tree,resolve_captures,settings",
+                         [(1, False, {}), (3, False, {}), (1, True, {}), (3, True, {}),
+                          (3, False, _GROWTH_AND_TEMPERATURE)])
+def test_numba_search_matches_reference(leaves_per_tree, resolve_captures, settings):
     rng = np.random.default_rng(1)
     games = [Game()] + [_random_game(rng, int(rng.integers(4, 40))) for _ in range(3)]
     config = SearchConfig(leaves_per_tree=leaves_per_tree, fpu_reduction=0.3, fpu_reduction_root=0.1,
-                          resolve_captures=resolve_captures)
+                          resolve_captures=resolve_captures, **settings)
     evaluator = HashEvaluator(seed=7)
     search = BatchedSearch(len(games), config, capacity=60_000)
     for g, game in enumerate(games):
@@ -79,6 +85,34 @@ def test_numba_search_matches_reference(leaves_per_tree, resolve_captures):
         assert [c.visits for c in root.children] == children.visits.tolist()
         assert [c.value_sum for c in root.children] == pytest.approx(children.value_sum.tolist(), abs=1e-12)
         assert root.visits == search.root_visits(g)
+
+
+def _root_after(config: SearchConfig, evaluator, simulations: int = 250) -> RootChildren:
+    search = BatchedSearch(1, config, capacity=60_000)
+    search.set_root(0, Game())
+    search.start(0, simulations)
+    search.run(evaluator)
+    return search.root_children(0)
+
+
+def test_policy_temperature_flattens_the_priors():
+    evaluator = HashEvaluator(seed=7)
+    plain = _root_after(SearchConfig(), evaluator).prior
+    flat = _root_after(SearchConfig(policy_temperature=2.0), evaluator).prior
+    # softmax(l / 2) is softmax(l) squared, renormalised (the start position shares no from-to action)
+    assert flat == pytest.approx(np.sqrt(plain) / np.sqrt(plain).sum(), rel=1e-5)
+    assert flat.max() < plain.max() and flat.min() > plain.min()
+
+
+def test_a_growing_exploration_weight_leans_on_the_priors():
+    # The larger the exploration weight, the more the visits follow the priors rather than the values.
+    def distance_from_prior(config: SearchConfig) -> float:
+        root = _root_after(config, HashEvaluator(seed=7), 400)
+        return float(np.abs(root.visits / root.visits.sum() - root.prior).sum())
+
+    constant = distance_from_prior(SearchConfig(leaves_per_tree=1))
+    growing = distance_from_prior(SearchConfig(leaves_per_tree=1, c_puct_growth=2.0, c_puct_base=20.0))
+    assert growing < 0.5 * constant
 
 
 def test_reference_match_includes_terminal_nodes():

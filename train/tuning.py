@@ -78,7 +78,8 @@ _NUMERIC = {name: typ is int for name, typ in typing.get_type_hints(SearchConfig
 
 
 def default_params() -> list[Param]:
-    """The five PUCT constants, each starting where a match player on the clock has it now.
+    """The PUCT constants (the exploration weight and its growth, the FPU reductions, virtual loss, leaves a
+    network call) and the policy temperature, each starting where a match player on the clock has it now.
 
     c_end is about a tenth of the range (more than 1 for an integer, so that its probes still differ when
     rounded). r_end = 0.03 suits the default 1,000 iterations (fishtest's 0.002 assumes tens of thousands of
@@ -86,8 +87,9 @@ def default_params() -> list[Param]:
     1 Elo one c_end from its optimum and 4 two c_end from it), started 3·c_end off every optimum, r_end 0.01
     ended 2.0 c_end off (rms), 0.03 1.0 and 0.1 1.1; started on the optimum, 0.03 ended 0.6 off, 0.1 1.1."""
     now = clock_search(GatingConfig().search)
-    ranges = {"c_puct": (0.5, 4.0, 0.25), "fpu_reduction": (0.0, 1.0, 0.1), "fpu_reduction_root": (0.0, 1.0, 0.1),
-              "virtual_loss": (0.0, 3.0, 0.3), "leaves_per_tree": (1, 64, 4)}
+    ranges = {"c_puct": (0.5, 4.0, 0.25), "c_puct_growth": (0.0, 3.0, 0.3), "fpu_reduction": (0.0, 1.0, 0.1),
+              "fpu_reduction_root": (0.0, 1.0, 0.1), "virtual_loss": (0.0, 3.0, 0.3), "leaves_per_tree": (1, 64, 4),
+              "policy_temperature": (0.5, 3.0, 0.2)}
     return [Param(name, float(getattr(now, name)), float(low), float(high), float(c_end), 0.03)
             for name, (low, high, c_end) in ranges.items()]
 

@@ -156,9 +156,10 @@ def count_shared_moves(actions, n):
 
 
 @njit(cache=True)
-def legal_policy(logits, actions, n, out):
-    """Prior per legal move: softmax over the distinct legal actions, each action's probability split
-    equally among the moves that share it. Writes out[:n] (float32/float64), which sums to 1.
+def legal_policy(logits, actions, n, out, temperature=1.0):
+    """Prior per legal move: softmax over the distinct legal actions' logits divided by `temperature`, each
+    action's probability split equally among the moves that share it. Writes out[:n] (float32/float64),
+    which sums to 1.
 
     Logits that give no distribution (NaN or infinite ones: a diverged network) give equal priors: a prior
     that is not a number would make every PUCT score NaN, and a descent that can choose no child never ends."""
@@ -173,7 +174,7 @@ def legal_policy(logits, actions, n, out):
         for j in range(n):
             if actions[j] == actions[k]:
                 mult += 1
-        out[k] = np.exp(logits[actions[k]] - top) / mult
+        out[k] = np.exp((logits[actions[k]] - top) / temperature) / mult
         total += out[k]
     if not (np.isfinite(total) and total > 0.0):
         for k in range(n):
