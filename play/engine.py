@@ -8,6 +8,7 @@ Strength is a search budget: a number of simulations (a named level or `--sims N
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,8 +127,7 @@ class Engine:
         network; with the endgame database (the largest built, the 4-piece one built on first use in
         seconds) unless told not to; its search keeps `threads` network calls in flight
         (selfplay.search.SearchConfig.threads)."""
-        from selfplay.analysis import SINGLE_GAME_LEAVES
-        from selfplay.search import SearchConfig
+        from selfplay.analysis import single_game_search
         from zero.checkpoint import CheckpointError, resolve_checkpoint
         from zero.inference import Evaluator
 
@@ -140,7 +140,7 @@ class Engine:
             raise EngineError(f"checkpoint {path} not found{hint}")
         import torch
 
-        search_config = SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES, threads=threads)
+        search_config = dataclasses.replace(single_game_search(), threads=threads)
         try:
             search_config.validate()
         except ValueError as exc:

@@ -13,6 +13,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -90,6 +91,10 @@ def analyse(game: Game, evaluator: PositionEvaluator, simulations: int,
 # more leaves make the CPU backend's batches cheaper per position, fewer keep the search sharper.
 # Measured at 0.1 s a move on one core (benchmarks/single_game_bench.py, benchmarks/RESULTS.md).
 SINGLE_GAME_LEAVES = 16
+# The policy softmax temperature of a game searched alone: flatter priors send some of the visits to the
+# moves the network ranks second. At 0.1 s a move, 1.4 measured +19 Elo (+2 .. +37) against 1.0
+# (benchmarks/RESULTS.md). Self-play and gating keep 1.0 (their visit counts are the training targets).
+SINGLE_GAME_POLICY_TEMPERATURE = 1.4
 # Nodes a single game's tree starts with (about 140 bytes a node; pages are touched only as the tree grows):
 # some 60,000 simulations, more than a CPU core searches in a minute. A search that fills it doubles it, up
 # to SINGLE_GAME_MEMORY_SHARE of the machine's memory, so that the clock, not the pool, ends a long search.
@@ -102,6 +107,13 @@ SINGLE_GAME_MEMORY_SHARE = 0.25
 VISITS_PER_STEP = 256
 # The visit target of a search that only the clock (or a proven root) ends.
 NO_VISIT_LIMIT = 1 << 62
+
+
+def single_game_search(search: SearchConfig | None = None) -> SearchConfig:
+    """The search settings of a game searched alone (play, analysis, the engine, match players on the clock):
+    `search` (or the defaults) with the leaves a network call and the policy temperature measured for it."""
+    return dataclasses.replace(search or SearchConfig(), leaves_per_tree=SINGLE_GAME_LEAVES,
+                               policy_temperature=SINGLE_GAME_POLICY_TEMPERATURE)
 
 
 def max_single_game_capacity(node_bytes: int) -> int:
@@ -128,7 +140,7 @@ class GameSearch:
         """`capacity`: the nodes the tree starts with; a search that fills it doubles it, up to
         `max_capacity` (default max_single_game_capacity), where it stops early."""
         self.evaluator = evaluator
-        self.config = config or SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES)
+        self.config = config or single_game_search()
         self.capacity = capacity
         self.max_capacity = max_capacity
         self.egdb = egdb  # with it, the positions it holds are exact leaves

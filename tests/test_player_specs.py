@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from train.match import NetworkPlayer, play_match
+from play.engine import Engine
+from selfplay.analysis import SINGLE_GAME_POLICY_TEMPERATURE, GameSearch
+from selfplay.evaluators import UniformEvaluator
 from selfplay.search import SearchConfig
+from train.match import NetworkPlayer, play_match
 from train.player_specs import PlayerSpecError, make_player
 from zero.checkpoint import save_checkpoint
 from zero.network import NetworkConfig, PolicyValueNet
@@ -105,6 +108,19 @@ def test_mcts_on_the_clock_searches_for_its_time_a_move(tiny_checkpoint):
     assert calls_per_move[1] > 3 * calls_per_move[0], calls_per_move
     with pytest.raises(PlayerSpecError):
         make_player(f"mcts:{tiny_checkpoint}:t0")
+
+
+def test_a_game_searched_alone_flattens_the_policy_and_a_fixed_search_does_not(tiny_checkpoint):
+    # Players on the clock, the engine and play search one game at a time with the temperature measured
+    # for that (selfplay.analysis.single_game_search); gating's and self-play's fixed searches keep 1.
+    assert SINGLE_GAME_POLICY_TEMPERATURE != 1.0
+    for spec in (f"mcts:{tiny_checkpoint}:t0.1", f"mcts:{tiny_checkpoint}:t0+0.1"):
+        assert make_player(spec).config.policy_temperature == SINGLE_GAME_POLICY_TEMPERATURE
+    assert make_player(f"mcts:{tiny_checkpoint}:t0.1:policy_temperature=1").config.policy_temperature == 1.0
+    assert make_player(f"mcts:{tiny_checkpoint}:64").config.policy_temperature == 1.0
+    assert Engine.load(tiny_checkpoint, endgame_database=False).search_config.policy_temperature \
+        == SINGLE_GAME_POLICY_TEMPERATURE
+    assert GameSearch(UniformEvaluator()).config.policy_temperature == SINGLE_GAME_POLICY_TEMPERATURE
 
 
 def test_mcts_on_a_game_clock(tiny_checkpoint):

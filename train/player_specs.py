@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from selfplay.analysis import SINGLE_GAME_LEAVES
+from selfplay.analysis import single_game_search
 from selfplay.evaluators import CachedEvaluator
 from selfplay.search import SearchConfig
 from selfplay.time_manager import GameClock
@@ -112,7 +112,7 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
             # (a checkpoint whose name starts with t is no time: t1.pt is no number.) Its games are played
             # one at a time, so its search fills its own batches and remembers the positions it evaluated,
             # as the engine of `play` does.
-            config = _with_settings(clock_search(config), settings, spec)
+            config = _with_settings(single_game_search(config), settings, spec)
             return NetworkPlayer(f"mcts:{net or 'default'}:t{clock or f'{seconds:g}'}{tag}",
                                  CachedEvaluator(_evaluator(net, None, precision)), None, config,
                                  seconds=seconds, egdb=egdb, clock=clock)
@@ -124,12 +124,6 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}{tag}", _evaluator(net, None, precision),
                              simulations, _with_settings(config, settings, spec), egdb=egdb)
     raise PlayerSpecError(f"unknown player {spec!r}; players: {SPEC_HELP}")
-
-
-def clock_search(search: SearchConfig | None = None) -> SearchConfig:
-    """The search settings of an mcts player on the clock, before its spec's own: `search` (or the defaults)
-    with the leaves a network call of a game searched alone (its games are played one at a time)."""
-    return dataclasses.replace(search or SearchConfig(), leaves_per_tree=SINGLE_GAME_LEAVES)
 
 
 def _classical(args: str, seed: int) -> MatchPlayer:

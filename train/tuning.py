@@ -44,10 +44,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from selfplay.analysis import single_game_search
 from selfplay.search import SearchConfig
 from train.gating import GatingConfig
 from train.match import MatchResult, mix_seed
-from train.player_specs import clock_search, make_player
+from train.player_specs import make_player
 from train.split_match import Share, play_share, worker_pool
 from zero.config import (ConfigError, append_whole, atomic_write_bytes, check_settings, file_sha256, load_config,
                          save_config, setting, to_dict, with_overrides, write_run_record)
@@ -86,7 +87,7 @@ def default_params() -> list[Param]:
     pairs). In a simulation of this schedule (5 parameters, 1,000 pairs, 70 % draws, each parameter costing
     1 Elo one c_end from its optimum and 4 two c_end from it), started 3·c_end off every optimum, r_end 0.01
     ended 2.0 c_end off (rms), 0.03 1.0 and 0.1 1.1; started on the optimum, 0.03 ended 0.6 off, 0.1 1.1."""
-    now = clock_search(GatingConfig().search)
+    now = single_game_search(GatingConfig().search)
     ranges = {"c_puct": (0.5, 4.0, 0.25), "c_puct_growth": (0.0, 3.0, 0.3), "fpu_reduction": (0.0, 1.0, 0.1),
               "fpu_reduction_root": (0.0, 1.0, 0.1), "virtual_loss": (0.0, 3.0, 0.3), "leaves_per_tree": (1, 64, 4),
               "policy_temperature": (0.5, 3.0, 0.2)}
@@ -143,7 +144,7 @@ class TuneConfig:
                 if _NUMERIC[p.name] and not float(bound).is_integer():
                     raise ConfigError(f"{where}: {p.name} is a whole number, so min and max must be too")
                 try:
-                    with_overrides(clock_search(), [f"{p.name}={_text(p, bound)}"])
+                    with_overrides(single_game_search(), [f"{p.name}={_text(p, bound)}"])
                 except ConfigError as exc:
                     raise ConfigError(f"{where}: a bound the search refuses: {exc}") from None
 
