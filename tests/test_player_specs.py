@@ -111,7 +111,7 @@ def test_mcts_on_the_clock_searches_for_its_time_a_move(tiny_checkpoint):
 
 
 def test_a_game_searched_alone_flattens_the_policy_and_a_fixed_search_does_not(tiny_checkpoint):
-    # Players on the clock, the engine and play search one game at a time with the temperature measured
+    # Players on the clock, play, analyze and serve search one game at a time with the temperature measured
     # for that (selfplay.analysis.single_game_search); gating's and self-play's fixed searches keep 1.
     assert SINGLE_GAME_POLICY_TEMPERATURE != 1.0
     for spec in (f"mcts:{tiny_checkpoint}:t0.1", f"mcts:{tiny_checkpoint}:t0+0.1"):
