@@ -39,11 +39,13 @@ class SearchConfig:
 
     c_puct: float = setting(1.5, above=0)  # exploration weight in PUCT
     # The weight grows with the parent's visits, c_puct + c_puct_growth * ln((N + c_puct_base) / c_puct_base)
-    # (AlphaZero's form): a node searched long explores more widely. 0: a constant weight.
+    # (AlphaZero's form): a node searched long explores more widely. 0, a constant weight, by default: growth 1
+    # measured -8 Elo (-27 .. +10) at 0.1 s a move (benchmarks/RESULTS.md).
     c_puct_growth: float = setting(0.0, low=0)
     c_puct_base: float = setting(1000.0, above=0)  # the visits at which the growth reaches ln 2
     # Priors are softmax(logits / policy_temperature): above 1 flattens the network's policy, so the search
-    # looks more at moves the network ranks second (lc0's policy softmax temperature).
+    # looks more at moves the network ranks second (lc0's policy softmax temperature). A game searched alone
+    # uses selfplay.analysis.SINGLE_GAME_POLICY_TEMPERATURE; 1 here keeps self-play's targets as they were.
     policy_temperature: float = setting(1.0, above=0)
     fpu_reduction: float = setting(0.25, low=0)  # unvisited child's Q = parent Q - this * sqrt(visited prior mass)
     fpu_reduction_root: float = setting(0.0, low=0)  # the same at the root, where noise should be free to act
