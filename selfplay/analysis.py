@@ -9,11 +9,11 @@ a forced move unsearched and stops on the clock once its move can no longer chan
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
 from collections.abc import Callable
-import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np

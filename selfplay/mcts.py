@@ -43,10 +43,9 @@ Search step, driven from Python (selfplay.search.BatchedSearch):
        batch, so a leaf is never evaluated twice.
   2. the caller evaluates the batch's planes with the network;
   3. `expand_and_backup`: each leaf gets its children (priors = softmax over the legal actions' logits
-     divided by the policy temperature, a
-     from-to action shared by several moves split equally among them; equal priors where the logits give
-     no distribution) and its value is backed up (0 where the answer is not finite), the virtual loss
-     removed.
+     divided by the policy temperature, a from-to action shared by several moves split equally among them;
+     equal priors where the logits give no distribution) and its value is backed up (0 where the answer is
+     not finite), the virtual loss removed.
 A tree's search is complete when its root has `target` visits (in flight counted), when its root is
 proven, or when its pool is too full for another expansion (`full`).
 
@@ -188,7 +187,8 @@ def _best_child(f, g, p, c_puct, c_puct_growth, c_puct_base, fpu_reduction, virt
     stats = f.stats[g]
     n_parent = stats[p, VISITS] + stats[p, VIRTUAL]
     sqrt_n = math.sqrt(n_parent)
-    c_puct = c_puct + c_puct_growth * math.log((n_parent + c_puct_base) / c_puct_base)
+    if c_puct_growth > 0.0:  # a logarithm per descent step only where it changes the weight
+        c_puct = c_puct + c_puct_growth * math.log((n_parent + c_puct_base) / c_puct_base)
     visited_mass = 0.0
     best = -np.inf
     best_c = -1
@@ -368,8 +368,8 @@ def _halving_child(f, g, limit, score):
 
 @njit(cache=True)
 def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base, fpu_reduction,
-                  fpu_reduction_root, virtual_loss, resolve_captures, repetitions_for_draw, no_progress_plies, leaf_game, leaf_node, leaf_reps, moves,
-                  tables, halving, root_limit, root_score):
+                  fpu_reduction_root, virtual_loss, resolve_captures, repetitions_for_draw, no_progress_plies,
+                  leaf_game, leaf_node, leaf_reps, moves, tables, halving, root_limit, root_score):
     """One selection pass over the active trees (see the module docstring). Writes the leaves for the
     network (tree, node, repetition count) and returns (their number, visits to proven nodes made).
     `tables` is an endgame database (zero.egdb.Tables; zero.egdb.no_tables() for none). Trees with

@@ -383,8 +383,8 @@ class BatchedSearch:
         batch.n, n_terminal = mcts.select_leaves(
             self.forest, self.active, c.leaves_per_tree, c.c_puct, c.c_puct_growth, c.c_puct_base, c.fpu_reduction,
             c.fpu_reduction_root, c.virtual_loss, c.resolve_captures, self.rules.repetitions_for_draw,
-            self.rules.no_progress_plies, batch.game, batch.node, batch.reps, self._moves, self._tables, self._halving_on, self._root_limit,
-            self._root_score,
+            self.rules.no_progress_plies, batch.game, batch.node, batch.reps, self._moves, self._tables,
+            self._halving_on, self._root_limit, self._root_score,
         )
         t1 = time.perf_counter()
         self.times.select += t1 - t0
