@@ -62,6 +62,10 @@ class TimeManager:
         return self.rate_margin * searched / elapsed * max(left, 0.0)
 
 
+# The settings that act only on a game clock (the rest, rate_margin, also stops a search of a budget a move).
+GAME_CLOCK_SETTINGS = ("moves_to_go", "extension", "most_of_bank", "unstable_share", "value_drop")
+
+
 def decided(children: RootChildren, simulations_left: float) -> bool:
     """Whether the root's move (the first of move_order) can no longer change with `simulations_left` more
     simulations: no other move not proven lost, given them all, would reach its visits."""

@@ -366,6 +366,28 @@ def test_a_player_on_a_game_clock_spends_what_its_moves_save_and_no_more():
     assert longest > game_clock.increment + 0.001
 
 
+def test_a_player_on_a_game_clock_spends_it_as_its_own_time_manager_says():
+    from selfplay.analysis import SINGLE_GAME_LEAVES
+    from selfplay.search import SearchConfig
+    from selfplay.time_manager import GameClock, TimeManager
+    from train.match import NetworkPlayer
+
+    def longest_move(manager: TimeManager) -> float:
+        clock = _FakeClock()
+        clocked = NetworkPlayer("clocked", _TickingEvaluator(clock), None, SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES),
+                                clock=GameClock(0.05, 0.01), time_manager=manager)
+        fixed = NetworkPlayer("fixed", _TickingEvaluator(clock), 16, SearchConfig(leaves_per_tree=2))
+        result = play_match(clocked, fixed, OPENINGS[:2], RulesConfig(max_plies=40), clock=clock)
+        return max(max(record.seconds_by_colour()[0 if a_black else 1])
+                   for record, a_black in zip(result.games, result.a_is_black))
+
+    # Spreading the bank over 60 moves and never thinking on: a move gets its increment and a sixtieth of a
+    # bank that 20 moves' increments and the base bound (0.25 s), and one network call over.
+    frugal = longest_move(TimeManager(moves_to_go=60, extension=1.0))
+    assert frugal <= 0.01 + 0.25 / 60 + 0.001 + 1e-9
+    assert longest_move(TimeManager()) > frugal + 0.005
+
+
 class _CompilingSearcher(SearchingPlayer):
     """A searching yardstick whose first search takes 10 s of a fake clock (its kernels compiling), and every
     later one 0.05 s."""

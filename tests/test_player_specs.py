@@ -134,6 +134,21 @@ def test_mcts_on_a_game_clock(tiny_checkpoint):
             make_player(bad)
 
 
+def test_time_manager_settings_in_a_spec(tiny_checkpoint):
+    from selfplay.time_manager import TimeManager
+
+    player = make_player(f"mcts:{tiny_checkpoint}:t0+0.1:moves_to_go=10:c_puct=2.0:unstable_share=0")
+    assert player.time_manager == TimeManager(moves_to_go=10.0, unstable_share=0.0)
+    assert player.config.c_puct == 2.0 and player.name.endswith(":t0+0.1:moves_to_go=10:c_puct=2.0:unstable_share=0")
+    assert make_player(f"mcts:{tiny_checkpoint}:t0.1").time_manager == TimeManager()
+    for bad, problem in ((f"mcts:{tiny_checkpoint}:64:moves_to_go=10", "searches a fixed number of simulations"),
+                         ("mcts:t0+0.1:moves_to_go=0", "moves_to_go = 0.0: must be at least 1"),
+                         ("mcts:t0+0.1:extension=nan", "extension = nan")):
+        with pytest.raises(PlayerSpecError, match=problem) as info:
+            make_player(bad)
+        assert "\n" not in str(info.value)
+
+
 def test_database_suffixes(tiny_checkpoint):
     # :db uses the endgame database as play does (its positions played from it); :dbleaves also makes its
     # positions exact leaves of the search.

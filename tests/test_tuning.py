@@ -110,6 +110,29 @@ def test_default_table_starts_where_a_player_on_the_clock_is(tiny_checkpoint):
     assert next(p for p in default_params() if p.name == "leaves_per_tree").start == 16
 
 
+def test_on_a_game_clock_the_table_holds_the_time_manager_too(tmp_path, tiny_checkpoint):
+    from selfplay.time_manager import TimeManager
+
+    cfg = load_tune_config(tmp_path / "out", None, ['clock="0+0.1"'])
+    search = [p.name for p in default_params()]
+    assert [p.name for p in cfg.params][:len(search)] == search
+    timing = cfg.params[len(search):]
+    assert {p.name for p in timing} == {"rate_margin", "moves_to_go", "extension", "most_of_bank", "unstable_share",
+                                         "value_drop"}
+    assert all(p.start == getattr(TimeManager(), p.name) for p in timing)
+    # Its players play on the clock, and a tuned value reaches the player's time manager.
+    spec = summary(cfg, []).split("as a player spec: ")[1].split()[0].replace("moves_to_go=20", "moves_to_go=8")
+    assert spec.startswith("mcts:t0+0.1:") and make_player(spec).time_manager.moves_to_go == 8
+    # Without a game clock the default table stays the search's, and a setting only a game clock reads is refused.
+    assert load_tune_config(tmp_path / "other", None, []).params == default_params()
+    table = 'params=[{name="moves_to_go", start=20, min=4, max=60, c_end=4, r_end=0.03}]'
+    with pytest.raises(ConfigError, match="acts only on a game clock"):
+        load_tune_config(tmp_path / "other", None, [table])
+    assert load_tune_config(tmp_path / "other", None, [table, 'clock="60+0.5"']).params[0].name == "moves_to_go"
+    with pytest.raises(ConfigError, match="clock = '0\\+0'"):
+        load_tune_config(tmp_path / "other", None, ['clock="0+0"'])
+
+
 def test_noiseless_quadratic_drives_theta_to_its_optimum(tmp_path, tiny_checkpoint, ballot):
     # c_puct's optimum lies inside its range, virtual_loss's beyond its max, leaves_per_tree's at 24; each
     # costs about as much 2·c_end off its optimum. Every result is a full ±2 or 0, so θ ends within a few
@@ -204,8 +227,8 @@ def test_a_restart_keeps_its_settings_and_its_network(tmp_path, tiny_checkpoint,
 
 @pytest.mark.parametrize("table, problem", [
     ('[{name="c_puct", start=1.5, min=0.5, max=4, c_end=0.2, r_end=0.03}, '
-     '{name="nope", start=1, min=0, max=2, c_end=0.1, r_end=0.03}]', "params[1] (nope): not a numeric search"),
-    ('[{name="reuse_tree", start=1, min=0, max=1, c_end=0.5, r_end=0.03}]', "not a numeric search setting"),
+     '{name="nope", start=1, min=0, max=2, c_end=0.1, r_end=0.03}]', "params[1] (nope): not a numeric search or time manager setting"),
+    ('[{name="reuse_tree", start=1, min=0, max=1, c_end=0.5, r_end=0.03}]', "not a numeric search or time manager setting"),
     ('[{name="c_puct", start=1.5, min=4, max=0.5, c_end=0.2, r_end=0.03}]', "min 4 must be below max 0.5"),
     ('[{name="c_puct", start=5, min=0.5, max=4, c_end=0.2, r_end=0.03}]', "start 5 is outside [0.5, 4]"),
     ('[{name="c_puct", start=nan, min=0.5, max=4, c_end=0.2, r_end=0.03}]', "params[0].start = nan: must be a finite"),
@@ -214,7 +237,7 @@ def test_a_restart_keeps_its_settings_and_its_network(tmp_path, tiny_checkpoint,
     ('[{name="c_puct", start=1.5, min=0.5, max=4, c_end=0.2, r_end=-1}]', "params[0].r_end = -1.0: must be above 0"),
     ('[{name="c_puct", min=0.5, max=4, c_end=0.2, r_end=0.03}]', "params[0].start = nan: must be a finite"),
     ('[{name="c_puct", start=1.5, min=0.5, max=4, c_end=0.2}]', "params[0].r_end = nan: must be a finite"),
-    ('[{name="c_puct", start=1.5, min=0, max=4, c_end=0.2, r_end=0.03}]', "a bound the search refuses"),
+    ('[{name="c_puct", start=1.5, min=0, max=4, c_end=0.2, r_end=0.03}]', "a bound the player refuses"),
     ('[{name="leaves_per_tree", start=16, min=1.5, max=64, c_end=4, r_end=0.03}]', "min and max must be too"),
     ('[{name="c_puct", start=1.5, min=0.5, max=4, c_end=0.2, r_end=0.03}, '
      '{name="c_puct", start=1.5, min=0.5, max=4, c_end=0.2, r_end=0.03}]', "named twice"),

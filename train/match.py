@@ -44,7 +44,7 @@ import numpy as np
 from selfplay.analysis import GameSearch
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, SearchConfig, warm_up
-from selfplay.time_manager import GameClock, move_time
+from selfplay.time_manager import GameClock, TimeManager, move_time
 from zero.egdb import Egdb
 from zero.endgame_judge import EndgameMistakes, judge_game
 from zero.game import Game, Move, Outcome, RulesConfig, Termination
@@ -74,6 +74,8 @@ class NetworkPlayer:
     # search config's database_leaves is on).
     egdb: Egdb | None = None
     clock: GameClock | None = None
+    # How a player on the clock spends it (when it stops early, thinks on, draws on its bank).
+    time_manager: TimeManager = field(default_factory=TimeManager)
 
     @property
     def on_the_clock(self) -> bool:
@@ -395,7 +397,8 @@ def play_match(
     schedule = [(k, entry) for k, entry in enumerate(match_schedule(openings, games)) if k + 1 not in played]
     searches = {id(p): BatchedSearch(parallel, p.config, rules, simulations=p.simulations, egdb=p.egdb)
                 for p in lockstep}
-    game_searches = {id(p): GameSearch(p.evaluator, p.config, egdb=p.egdb, clock=clock) for p in timed}
+    game_searches = {id(p): GameSearch(p.evaluator, p.config, egdb=p.egdb, clock=clock, time_manager=p.time_manager)
+                     for p in timed}
     slots: list[_Slot | None] = [None] * parallel
     next_game = 0
     bar = None

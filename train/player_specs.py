@@ -26,7 +26,9 @@
                            the network in float32 instead of its int8 model (on the CPU, where int8 is the
                            default: zero.quantized)
     mcts...:KEY=VALUE      a search setting of that player (SearchConfig), e.g. mcts:t0.1:c_puct=2.0; several
-                           may follow each other; they override what the command's search settings say
+                           may follow each other; they override what the command's search settings say. A
+                           player on the clock also takes its time manager's settings so
+                           (selfplay.time_manager.TimeManager), e.g. mcts:t0+0.1:moves_to_go=10
 
 NET is a checkpoint file or a run directory (its current best network); left out, the shipped network.
 Every kind of player is wired here, explicitly: nothing registers itself on import.
@@ -36,11 +38,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import TypeVar
 
 from selfplay.analysis import single_game_search
 from selfplay.evaluators import CachedEvaluator
 from selfplay.search import SearchConfig
-from selfplay.time_manager import GameClock
+from selfplay.time_manager import GameClock, TimeManager
 from train.match import MatchPlayer, NetworkPlayer
 from zero.config import ConfigError, with_overrides
 from zero.players import AlphaBetaPlayer, RandomPlayer
@@ -51,7 +54,11 @@ SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a mov
              "search, default 200 simulations; mcts[:NET]:tS searches up to S seconds a move, mcts[:NET]:tB+I on a game clock of B seconds and I more a move); NET is a checkpoint file or a run directory (its best network), "
              "the shipped network when left out; a trailing :db plays the endgame database's positions from it, :dbleaves also "
              "makes them exact leaves of the search; a trailing :f32 runs the network in float32 instead of int8; "
-             "trailing :KEY=VALUE items set that mcts player's search settings, e.g. mcts:t0.1:c_puct=2.0")
+             "trailing :KEY=VALUE items set that mcts player's search settings, e.g. mcts:t0.1:c_puct=2.0, "
+             "and a player on the clock's time manager, e.g. mcts:t0+0.1:moves_to_go=10")
+# The KEY=VALUE items of a spec that set a player's time manager rather than its search.
+TIME_MANAGER_SETTINGS = frozenset(f.name for f in dataclasses.fields(TimeManager))
+T = TypeVar("T", SearchConfig, TimeManager)
 _AB_SHORTHAND = re.compile(r"ab(\d+)")
 OPTIONS = ("dbleaves", "db", "f32")  # longest first: "db" also ends "dbleaves"
 
@@ -103,6 +110,8 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
             egdb, leaves = largest_available(), "dbleaves" in options
         tag = ("" if egdb is None else ":dbleaves" if leaves else ":db") + (":f32" if "f32" in options else "")
         tag += "".join(f":{item}" for item in settings)
+        timing = [item for item in settings if item.partition("=")[0].strip() in TIME_MANAGER_SETTINGS]
+        settings = [item for item in settings if item not in timing]
         config = dataclasses.replace(search or SearchConfig(), database_leaves=leaves)
         net, _, budget = args.rpartition(":")
         seconds = _seconds(budget[1:]) if budget.startswith("t") else None
@@ -115,7 +124,11 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
             config = _with_settings(single_game_search(config), settings, spec)
             return NetworkPlayer(f"mcts:{net or 'default'}:t{clock or f'{seconds:g}'}{tag}",
                                  CachedEvaluator(_evaluator(net, None, precision)), None, config,
-                                 seconds=seconds, egdb=egdb, clock=clock)
+                                 seconds=seconds, egdb=egdb, clock=clock,
+                                 time_manager=_with_settings(TimeManager(), timing, spec))
+        if timing:
+            raise PlayerSpecError(f"{spec!r}: {', '.join(timing)} set the time manager of a player on the clock "
+                                  f"(mcts:tS or mcts:tB+I), and this one searches a fixed number of simulations")
         if not budget.isdigit():
             net, budget = args, ""
         simulations = int(budget) if budget else DEFAULT_MCTS_SIMULATIONS
@@ -164,7 +177,7 @@ def _game_clock(text: str, spec: str) -> GameClock:
         raise PlayerSpecError(f"{spec!r}: {exc}") from None
 
 
-def _with_settings(config: SearchConfig, settings: list[str], spec: str) -> SearchConfig:
+def _with_settings(config: T, settings: list[str], spec: str) -> T:
     try:
         return with_overrides(config, settings)
     except ConfigError as exc:

@@ -10,6 +10,9 @@ lines and as a player spec. Whether they play better is a separate step, a match
 whole ballot (288 games, about 35 minutes on 2 cores):
 
     python benchmarks/split_match.py "mcts:t0.1:c_puct=V:..." "mcts:t0.1" --processes 2
+
+With `--set clock="0+0.1"` both players play on that game clock instead, and the default table adds the time
+manager's settings (how much of the bank a move takes, how long an unstable search thinks on).
 """
 
 from __future__ import annotations

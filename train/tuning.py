@@ -18,6 +18,10 @@ player on the clock measures is its own core). Iteration k probes around θ afte
 k <= P) and its update applies to θ after iteration k−1, in iteration order: P = 1 is plain SPSA, and the
 trajectory is the same whenever and however often the run is stopped and resumed.
 
+With `clock` (e.g. "0+0.1") both players play on that game clock instead of `seconds` a move, and the
+table may also name the time manager's settings (selfplay.time_manager.TimeManager: how far a move draws on
+the bank, how long an unstable search thinks on); its default table then holds them too.
+
 The output directory holds the trajectory (trajectory.jsonl: one JSON line per iteration, appended whole
 and synced: its opening, flip, c_k, the values each player played, W/D/L and θ after the update), the
 settings (tune-config.toml, which a restart must keep), the network it tunes for (network.json: the
@@ -46,6 +50,7 @@ from tqdm import tqdm
 
 from selfplay.analysis import single_game_search
 from selfplay.search import SearchConfig
+from selfplay.time_manager import GAME_CLOCK_SETTINGS, GameClock, TimeManager
 from train.gating import GatingConfig
 from train.match import MatchResult, mix_seed
 from train.player_specs import make_player
@@ -65,7 +70,7 @@ NETWORK = "network.json"
 class Param:
     """One tuned search setting: fishtest's parameter line. Every key is required (nan: not given)."""
 
-    name: str = ""  # a numeric field of selfplay.search.SearchConfig (an int field is rounded in a spec)
+    name: str = ""  # a numeric field of SearchConfig or TimeManager (an int field is rounded in a spec)
     start: float = math.nan
     min: float = math.nan  # the range θ and both probes stay in (within what SearchConfig allows)
     max: float = math.nan
@@ -74,13 +79,16 @@ class Param:
 
 
 
-# The numeric settings a search has, and whether each is a whole number.
-_NUMERIC = {name: typ is int for name, typ in typing.get_type_hints(SearchConfig).items() if typ in (int, float)}
+# The numeric settings of a player on the clock (its search's and its time manager's), and whether each is a
+# whole number.
+_NUMERIC = {name: typ is int for settings in (SearchConfig, TimeManager)
+            for name, typ in typing.get_type_hints(settings).items() if typ in (int, float)}
 
 
-def default_params() -> list[Param]:
+def default_params(game_clock: bool = False) -> list[Param]:
     """The PUCT constants (the exploration weight and its growth, the FPU reductions, virtual loss, leaves a
-    network call) and the policy temperature, each starting where a match player on the clock has it now.
+    network call) and the policy temperature, each starting where a match player on the clock has it now;
+    for a player on a game clock, its time manager's settings too.
 
     c_end is about a tenth of the range (more than 1 for an integer, so that its probes still differ when
     rounded). r_end = 0.03 suits the default 1,000 iterations (fishtest's 0.002 assumes tens of thousands of
@@ -91,8 +99,15 @@ def default_params() -> list[Param]:
     ranges = {"c_puct": (0.5, 4.0, 0.25), "c_puct_growth": (0.0, 3.0, 0.3), "fpu_reduction": (0.0, 1.0, 0.1),
               "fpu_reduction_root": (0.0, 1.0, 0.1), "virtual_loss": (0.0, 3.0, 0.3), "leaves_per_tree": (1, 64, 4),
               "policy_temperature": (0.5, 3.0, 0.2)}
-    return [Param(name, float(getattr(now, name)), float(low), float(high), float(c_end), 0.03)
-            for name, (low, high, c_end) in ranges.items()]
+    table = [Param(name, float(getattr(now, name)), float(low), float(high), float(c_end), 0.03)
+             for name, (low, high, c_end) in ranges.items()]
+    if not game_clock:
+        return table
+    manager = TimeManager()
+    timing = {"rate_margin": (1.0, 4.0, 0.3), "moves_to_go": (4.0, 60.0, 4.0), "extension": (1.0, 6.0, 0.5),
+              "most_of_bank": (0.05, 1.0, 0.1), "unstable_share": (0.0, 1.0, 0.1), "value_drop": (0.0, 0.5, 0.05)}
+    return table + [Param(name, float(getattr(manager, name)), low, high, c_end, 0.03)
+                    for name, (low, high, c_end) in timing.items()]
 
 
 @dataclass
@@ -112,6 +127,7 @@ class TuneConfig:
 
     network: str = ""  # checkpoint file or run directory (its best network, fixed at the first start); "": shipped
     seconds: float = setting(0.1, above=0)  # time a move of both players
+    clock: str = ""  # a game clock "B+I" for both players instead (B seconds, I more a move), e.g. "0+0.1"
     # N, game pairs in the whole run: the schedules reach c_end and r_end at N. About 4 hours at 0.1 s a move
     # with 2 processes (a 288-game ballot takes about 35 minutes there).
     iterations: int = setting(1000, low=1)
@@ -126,13 +142,22 @@ class TuneConfig:
     def validate(self) -> None:
         """Refuse a bad table with a ConfigError of one line naming the parameter."""
         check_settings(self)  # a key left out of a parameter reads as nan, which this refuses
+        if self.clock:
+            try:
+                GameClock.parse(self.clock)
+            except ValueError as exc:
+                raise ConfigError(f"clock = {self.clock!r}: {exc}") from None
         if not self.params:
             raise ConfigError("params: the table is empty; name at least one search setting to tune")
         names = [p.name for p in self.params]
         for i, p in enumerate(self.params):
             where = f"params[{i}] ({p.name or 'no name'})"
             if p.name not in _NUMERIC:
-                raise ConfigError(f"{where}: not a numeric search setting; one of {', '.join(_NUMERIC)}")
+                raise ConfigError(f"{where}: not a numeric search or time manager setting; one of "
+                                  f"{', '.join(_NUMERIC)}")
+            if p.name in GAME_CLOCK_SETTINGS and not self.clock:
+                raise ConfigError(f"{where}: acts only on a game clock, and the players play {self.seconds:g} s "
+                                  f"a move; set clock (e.g. clock=\"0+{self.seconds:g}\") to tune it")
             if names.count(p.name) > 1:
                 raise ConfigError(f"{where}: named twice in the table")
             if not p.min < p.max:
@@ -143,10 +168,11 @@ class TuneConfig:
             for bound in (p.min, p.max):
                 if _NUMERIC[p.name] and not float(bound).is_integer():
                     raise ConfigError(f"{where}: {p.name} is a whole number, so min and max must be too")
+                settings = TimeManager() if hasattr(TimeManager, p.name) else single_game_search()
                 try:
-                    with_overrides(single_game_search(), [f"{p.name}={_text(p, bound)}"])
+                    with_overrides(settings, [f"{p.name}={_text(p, bound)}"])
                 except ConfigError as exc:
-                    raise ConfigError(f"{where}: a bound the search refuses: {exc}") from None
+                    raise ConfigError(f"{where}: a bound the player refuses: {exc}") from None
 
 
 def load_tune_config(out: Path, config_file: str | None = None, overrides: Sequence[str] = ()) -> TuneConfig:
@@ -155,6 +181,8 @@ def load_tune_config(out: Path, config_file: str | None = None, overrides: Seque
     stored = Path(out) / CONFIG
     cfg = load_config(TuneConfig, stored if stored.exists() and config_file is None else config_file,
                       list(overrides))
+    if cfg.clock and cfg.params == default_params():  # the table not given: the one for a game clock
+        cfg = dataclasses.replace(cfg, params=default_params(game_clock=True))
     cfg.validate()
     return cfg
 
@@ -215,7 +243,7 @@ def settings_suffix(params: list[Param], values: list[float]) -> str:
 def base_spec(cfg: TuneConfig, network: str | None = None) -> str:
     """The player being tuned, without its settings (`network`: a spec's NET in place of cfg.network)."""
     net = cfg.network if network is None else network
-    return f"mcts:{net + ':' if net else ''}t{cfg.seconds:g}"
+    return f"mcts:{net + ':' if net else ''}t{cfg.clock or f'{cfg.seconds:g}'}"
 
 
 # ------------------------------------------------------------------------------------------------ trajectory
@@ -402,8 +430,12 @@ def summary(cfg: TuneConfig, steps: list[Step]) -> str:
              f"(the + side scored +{wins} ={draws} -{losses})"]
     for p, value in zip(cfg.params, theta):
         lines.append(f"  {p.name:<20} {_text(p, p.start):>8} -> {_text(p, value):<8} in [{p.min:g}, {p.max:g}]")
+    tuned_values = list(zip(cfg.params, theta))
     lines.append("as search settings (SearchConfig, for a game searched alone on the clock):")
-    lines += [f"  --set search.{p.name}={_text(p, v)}" for p, v in zip(cfg.params, theta)]
+    lines += [f"  --set search.{p.name}={_text(p, v)}" for p, v in tuned_values if not hasattr(TimeManager, p.name)]
+    if any(hasattr(TimeManager, p.name) for p in cfg.params):
+        lines.append("as time manager settings (selfplay.time_manager.TimeManager):")
+        lines += [f"  {p.name} = {_text(p, v)}" for p, v in tuned_values if hasattr(TimeManager, p.name)]
     tuned = base_spec(cfg) + settings_suffix(cfg.params, theta)
     lines.append(f"as a player spec: {tuned}")
     lines.append(f'verify (at equal time, the whole ballot): python benchmarks/split_match.py "{tuned}" '
