@@ -374,8 +374,9 @@ def test_a_player_on_a_game_clock_spends_it_as_its_own_time_manager_says():
 
     def longest_move(manager: TimeManager) -> float:
         clock = _FakeClock()
-        clocked = NetworkPlayer("clocked", _TickingEvaluator(clock), None, SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES),
-                                clock=GameClock(0.05, 0.01), time_manager=manager)
+        clocked = NetworkPlayer("clocked", _TickingEvaluator(clock), None,
+                                SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES), clock=GameClock(0.05, 0.01),
+                                time_manager=manager)
         fixed = NetworkPlayer("fixed", _TickingEvaluator(clock), 16, SearchConfig(leaves_per_tree=2))
         result = play_match(clocked, fixed, OPENINGS[:2], RulesConfig(max_plies=40), clock=clock)
         return max(max(record.seconds_by_colour()[0 if a_black else 1])

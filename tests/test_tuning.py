@@ -227,8 +227,10 @@ def test_a_restart_keeps_its_settings_and_its_network(tmp_path, tiny_checkpoint,
 
 @pytest.mark.parametrize("table, problem", [
     ('[{name="c_puct", start=1.5, min=0.5, max=4, c_end=0.2, r_end=0.03}, '
-     '{name="nope", start=1, min=0, max=2, c_end=0.1, r_end=0.03}]', "params[1] (nope): not a numeric search or time manager setting"),
-    ('[{name="reuse_tree", start=1, min=0, max=1, c_end=0.5, r_end=0.03}]', "not a numeric search or time manager setting"),
+     '{name="nope", start=1, min=0, max=2, c_end=0.1, r_end=0.03}]',
+     "params[1] (nope): not a numeric search or time manager setting"),
+    ('[{name="reuse_tree", start=1, min=0, max=1, c_end=0.5, r_end=0.03}]',
+     "not a numeric search or time manager setting"),
     ('[{name="c_puct", start=1.5, min=4, max=0.5, c_end=0.2, r_end=0.03}]', "min 4 must be below max 0.5"),
     ('[{name="c_puct", start=5, min=0.5, max=4, c_end=0.2, r_end=0.03}]', "start 5 is outside [0.5, 4]"),
     ('[{name="c_puct", start=nan, min=0.5, max=4, c_end=0.2, r_end=0.03}]', "params[0].start = nan: must be a finite"),

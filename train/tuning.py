@@ -53,7 +53,7 @@ from selfplay.search import SearchConfig
 from selfplay.time_manager import GAME_CLOCK_SETTINGS, GameClock, TimeManager
 from train.gating import GatingConfig
 from train.match import MatchResult, mix_seed
-from train.player_specs import make_player
+from train.player_specs import TIME_MANAGER_SETTINGS, make_player
 from train.split_match import Share, play_share, worker_pool
 from zero.config import (ConfigError, append_whole, atomic_write_bytes, check_settings, file_sha256, load_config,
                          save_config, setting, to_dict, with_overrides, write_run_record)
@@ -168,7 +168,7 @@ class TuneConfig:
             for bound in (p.min, p.max):
                 if _NUMERIC[p.name] and not float(bound).is_integer():
                     raise ConfigError(f"{where}: {p.name} is a whole number, so min and max must be too")
-                settings = TimeManager() if hasattr(TimeManager, p.name) else single_game_search()
+                settings = TimeManager() if p.name in TIME_MANAGER_SETTINGS else single_game_search()
                 try:
                     with_overrides(settings, [f"{p.name}={_text(p, bound)}"])
                 except ConfigError as exc:
@@ -432,10 +432,10 @@ def summary(cfg: TuneConfig, steps: list[Step]) -> str:
         lines.append(f"  {p.name:<20} {_text(p, p.start):>8} -> {_text(p, value):<8} in [{p.min:g}, {p.max:g}]")
     tuned_values = list(zip(cfg.params, theta))
     lines.append("as search settings (SearchConfig, for a game searched alone on the clock):")
-    lines += [f"  --set search.{p.name}={_text(p, v)}" for p, v in tuned_values if not hasattr(TimeManager, p.name)]
-    if any(hasattr(TimeManager, p.name) for p in cfg.params):
+    lines += [f"  --set search.{p.name}={_text(p, v)}" for p, v in tuned_values if p.name not in TIME_MANAGER_SETTINGS]
+    if any(p.name in TIME_MANAGER_SETTINGS for p in cfg.params):
         lines.append("as time manager settings (selfplay.time_manager.TimeManager):")
-        lines += [f"  {p.name} = {_text(p, v)}" for p, v in tuned_values if hasattr(TimeManager, p.name)]
+        lines += [f"  {p.name} = {_text(p, v)}" for p, v in tuned_values if p.name in TIME_MANAGER_SETTINGS]
     tuned = base_spec(cfg) + settings_suffix(cfg.params, theta)
     lines.append(f"as a player spec: {tuned}")
     lines.append(f'verify (at equal time, the whole ballot): python benchmarks/split_match.py "{tuned}" '
