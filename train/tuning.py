@@ -165,10 +165,10 @@ class TuneConfig:
             # At a bound is allowed: fpu_reduction_root's default, 0, is the lowest value it may take.
             if not p.min <= p.start <= p.max:
                 raise ConfigError(f"{where}: start {p.start:g} is outside [{p.min:g}, {p.max:g}]")
+            settings = TimeManager() if p.name in TIME_MANAGER_SETTINGS else single_game_search()
             for bound in (p.min, p.max):
                 if _NUMERIC[p.name] and not float(bound).is_integer():
                     raise ConfigError(f"{where}: {p.name} is a whole number, so min and max must be too")
-                settings = TimeManager() if p.name in TIME_MANAGER_SETTINGS else single_game_search()
                 try:
                     with_overrides(settings, [f"{p.name}={_text(p, bound)}"])
                 except ConfigError as exc:
