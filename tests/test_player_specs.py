@@ -141,7 +141,10 @@ def test_time_manager_settings_in_a_spec(tiny_checkpoint):
     assert player.time_manager == TimeManager(moves_to_go=10.0, unstable_share=0.0)
     assert player.config.c_puct == 2.0 and player.name.endswith(":t0+0.1:moves_to_go=10:c_puct=2.0:unstable_share=0")
     assert make_player(f"mcts:{tiny_checkpoint}:t0.1").time_manager == TimeManager()
+    # rate_margin also stops a search of a budget a move; the rest act only on a game clock.
+    assert make_player(f"mcts:{tiny_checkpoint}:t0.1:rate_margin=2").time_manager == TimeManager(rate_margin=2.0)
     for bad, problem in ((f"mcts:{tiny_checkpoint}:64:moves_to_go=10", "searches a fixed number of simulations"),
+                         (f"mcts:{tiny_checkpoint}:t0.1:moves_to_go=10", "moves_to_go=10 act only on a game clock"),
                          ("mcts:t0+0.1:moves_to_go=0", "moves_to_go = 0.0: must be at least 1"),
                          ("mcts:t0+0.1:extension=nan", "extension = nan")):
         with pytest.raises(PlayerSpecError, match=problem) as info:

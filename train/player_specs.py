@@ -43,7 +43,7 @@ from typing import TypeVar
 from selfplay.analysis import single_game_search
 from selfplay.evaluators import CachedEvaluator
 from selfplay.search import SearchConfig
-from selfplay.time_manager import GameClock, TimeManager
+from selfplay.time_manager import GAME_CLOCK_SETTINGS, GameClock, TimeManager
 from train.match import MatchPlayer, NetworkPlayer
 from zero.config import ConfigError, with_overrides
 from zero.players import AlphaBetaPlayer, RandomPlayer
@@ -117,6 +117,10 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         seconds = _seconds(budget[1:]) if budget.startswith("t") else None
         clock = _game_clock(budget[1:], spec) if seconds is None and budget.startswith("t") and "+" in budget \
             else None
+        clock_only = [item for item in timing if item.partition("=")[0].strip() in GAME_CLOCK_SETTINGS]
+        if seconds is not None and clock_only:
+            raise PlayerSpecError(f"{spec!r}: {', '.join(clock_only)} act only on a game clock (mcts:tB+I, e.g. "
+                                  f"mcts:t0+0.1), and this player searches a budget a move")
         if seconds is not None or clock is not None:
             # (a checkpoint whose name starts with t is no time: t1.pt is no number.) Its games are played
             # one at a time, so its search fills its own batches and remembers the positions it evaluated,
