@@ -40,6 +40,11 @@ class TimeManager:
     # saved): the bank is spread as if this many moves were left, which keeps a reserve for the critical
     # moves the game has not reached yet.
     moves_to_go: float = setting(20.0, low=1)
+    # ... but over no more moves than are left before an endgame database plays the game on, at once and
+    # for no time: estimated as this many of the player's moves a piece above the database's size. Over
+    # OCA's games the median is 1.0-1.3 (a sixth of them trade two pieces in one exchange), so 1 spends a
+    # little early rather than carry a bank into the database, where it is never spent.
+    moves_a_piece: float = setting(1.0, low=0.1)
     # An unstable search may think on to this many times its target...
     extension: float = setting(3.0, low=1)
     # ... but never spends more than the increment and this share of the bank on one move.
@@ -63,7 +68,7 @@ class TimeManager:
 
 
 # The settings that act only on a game clock (the rest, rate_margin, also stops a search of a budget a move).
-GAME_CLOCK_SETTINGS = ("moves_to_go", "extension", "most_of_bank", "unstable_share", "value_drop")
+GAME_CLOCK_SETTINGS = ("moves_to_go", "moves_a_piece", "extension", "most_of_bank", "unstable_share", "value_drop")
 
 
 def decided(children: RootChildren, simulations_left: float) -> bool:
@@ -117,11 +122,16 @@ class MoveTime:
     most: float
 
 
-def move_time(manager: TimeManager, increment: float, bank: float) -> MoveTime:
+def move_time(manager: TimeManager, increment: float, bank: float,
+              pieces_above_database: int | None = None) -> MoveTime:
     """The time of the next move on a clock with this `increment` a move and `bank` seconds on it before the
-    move's increment (what earlier moves left; negative after an overrun)."""
+    move's increment (what earlier moves left; negative after an overrun), for a player whose endgame
+    database holds positions of this many pieces fewer than the board's (None: no database)."""
+    spread = manager.moves_to_go
+    if pieces_above_database is not None:
+        spread = max(min(spread, manager.moves_a_piece * pieces_above_database), 1.0)
     # A debt (an overrun) is paid back at the rate a bank would be spent.
-    target = max(increment + bank / manager.moves_to_go, 0.0)
+    target = max(increment + bank / spread, 0.0)
     most = max(min(manager.extension * target, increment + manager.most_of_bank * bank), target)
     return MoveTime(target, most)
 

@@ -287,6 +287,17 @@ def test_a_game_clock_spreads_its_bank_and_pays_back_an_overrun():
     assert move_time(manager, 0.0, -1.0) == MoveTime(0.0, 0.0)  # one step, then the move
 
 
+def test_a_game_clock_spends_its_bank_before_the_database_plays():
+    # A database plays its positions at once, so a bank carried into them is never spent: with 4 pieces
+    # above the database's size, one move a piece, the bank is spread over 4 moves instead of 20.
+    manager = TimeManager(moves_to_go=20, moves_a_piece=1.0)
+    assert move_time(manager, 0.1, 2.0, pieces_above_database=30).target == pytest.approx(0.1 + 2.0 / 20)
+    assert move_time(manager, 0.1, 2.0, pieces_above_database=4).target == pytest.approx(0.1 + 2.0 / 4)
+    assert move_time(manager, 0.1, 2.0, pieces_above_database=0).target == pytest.approx(0.1 + 2.0)  # the last search
+    slower = TimeManager(moves_to_go=20, moves_a_piece=2.0)
+    assert move_time(slower, 0.1, 2.0, pieces_above_database=4).target == pytest.approx(0.1 + 2.0 / 8)
+
+
 @pytest.mark.parametrize("text", ["0.1", "a+0.1", "1+", "-1+0.1", "1+-0.1", "0+0", "inf+0.1", "nan+1"])
 def test_a_game_clock_that_is_not_one_is_refused_with_its_text(text):
     with pytest.raises(ValueError, match="game clock"):

@@ -389,6 +389,34 @@ def test_a_player_on_a_game_clock_spends_it_as_its_own_time_manager_says():
     assert longest_move(TimeManager()) > frugal + 0.005
 
 
+def test_a_player_with_a_database_spends_its_bank_before_the_database_plays():
+    from selfplay.analysis import SINGLE_GAME_LEAVES
+    from selfplay.search import SearchConfig
+    from selfplay.time_manager import GameClock, TimeManager
+    from train.match import NetworkPlayer
+    from zero.egdb_build import ensure_built
+    from zero.notation import fen_to_position
+
+    database = ensure_built(3)
+    # Eight pieces: five above the database's size, so about five moves left to spend the bank on.
+    endgame = [Opening("8 pieces", (), fen_to_position("B:W21,22,23,24:B9,10,11,12"))]
+
+    def first_move(manager: TimeManager) -> float:
+        clock = _FakeClock()
+        clocked = NetworkPlayer("clocked", _TickingEvaluator(clock), None,
+                                SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES), clock=GameClock(0.2, 0.01),
+                                time_manager=manager, egdb=database)
+        fixed = NetworkPlayer("fixed", _TickingEvaluator(clock), 16, SearchConfig(leaves_per_tree=2))
+        result = play_match(clocked, fixed, endgame, RulesConfig(max_plies=2), clock=clock)
+        return result.games[0].seconds_by_colour()[0]
+
+    # Never stopping early nor thinking on, so that a move takes its target: the increment and the bank
+    # (the base) spread over 5 moves, not 20; as many moves a piece as moves to go leaves the spread at 20.
+    steady = dict(moves_to_go=20, extension=1.0, rate_margin=1000.0)
+    assert first_move(TimeManager(**steady))[0] == pytest.approx(0.01 + 0.2 / 5, abs=0.0011)
+    assert first_move(TimeManager(**steady, moves_a_piece=20.0))[0] == pytest.approx(0.01 + 0.2 / 20, abs=0.0011)
+
+
 class _CompilingSearcher(SearchingPlayer):
     """A searching yardstick whose first search takes 10 s of a fake clock (its kernels compiling), and every
     later one 0.05 s."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -117,8 +118,7 @@ def test_on_a_game_clock_the_table_holds_the_time_manager_too(tmp_path, tiny_che
     search = [p.name for p in default_params()]
     assert [p.name for p in cfg.params][:len(search)] == search
     timing = cfg.params[len(search):]
-    assert {p.name for p in timing} == {"rate_margin", "moves_to_go", "extension", "most_of_bank", "unstable_share",
-                                         "value_drop"}
+    assert {p.name for p in timing} == {f.name for f in dataclasses.fields(TimeManager)}
     assert all(p.start == getattr(TimeManager(), p.name) for p in timing)
     # Its players play on the clock, and a tuned value reaches the player's time manager.
     spec = summary(cfg, []).split("as a player spec: ")[1].split()[0].replace("moves_to_go=20", "moves_to_go=8")

@@ -488,7 +488,9 @@ def play_match(
                     if player.clock is None:
                         move, _ = search.choose(slot.game, player.simulations, player.seconds)
                     else:
-                        budget = move_time(search.time_manager, player.clock.increment, slot.banks[id(player)])
+                        above = None if player.egdb is None else \
+                            slot.game.position.piece_count() - player.egdb.max_pieces
+                        budget = move_time(search.time_manager, player.clock.increment, slot.banks[id(player)], above)
                         move, _ = search.choose(slot.game, player.simulations, budget.target, budget.most)
                 elif isinstance(player, NetworkPlayer):
                     if not slot.searching:
