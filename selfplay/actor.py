@@ -13,7 +13,8 @@ selfplay command and the loop's supervisor can spawn it). It
   the rules' max_plies as draws flagged max-length, and, with `database_adjudication`, ends a game at its
   first endgame-database position with the database's value (termination "database");
 * uses the run's current best checkpoint (its best-network pointer, zero.rundir, kept by the gatekeeper;
-  the shipped checkpoint before there is one) and switches between games: when a newer best appears, new
+  the shipped checkpoint before there is one), or with `network = "newest"` the trainer's newest candidate,
+  and switches between games: when a newer one appears, new
   games start with it while the games in flight finish with the network they began with (two network
   generations side by side, each with its own batch, until the old one has no game left);
 * gives each game its own seed (from the run seed, the actor id and the game's index), which with the
@@ -98,7 +99,11 @@ class SelfPlayConfig:
     # second), float32 (bf16 autocast) on a GPU; "float32" everywhere; "int8" only on the CPU; "bfloat16"
     # torch under bf16 autocast anywhere (on the CPU: a GPU's arithmetic, rehearsed).
     precision: str = setting("auto", choices=INFERENCE_PRECISIONS)
-    checkpoint_poll_seconds: float = setting(30.0, low=0)  # how often to look for a newer best checkpoint
+    # Which network plays: "best", the gatekeeper's promoted network (AlphaGo Zero's way), or "newest", the
+    # trainer's newest candidate (AlphaZero's way: the games come from the freshest network, while the
+    # gatekeeper still decides what is promoted and shipped).
+    network: str = setting("best", choices=("best", "newest"))
+    checkpoint_poll_seconds: float = setting(30.0, low=0)  # how often to look for a newer network
     commit_positions: int = setting(1024, low=1)  # replay writer: commit once this many positions are queued
     commit_seconds: float = setting(30.0, low=0)  # ... or once the oldest queued game has waited this long
     seed: int = setting(0, low=0)  # run seed; game seeds derive from it, the actor id and the game index
@@ -181,6 +186,15 @@ def current_best(run_dir: Path) -> CheckpointInfo:
         raise CheckpointError(f"no best checkpoint yet ({run.best_file} is absent) and the shipped checkpoint "
                               f"cannot be used: {exc}") from None
     return CheckpointInfo(DEFAULT_CHECKPOINT, DEFAULT_CHECKPOINT.stem, step)
+
+
+def newest_network(run_dir: Path) -> CheckpointInfo:
+    """The trainer's newest candidate, or the run's best before there is one."""
+    candidates = RunDir(run_dir).candidates()
+    if candidates:
+        step, path = candidates[-1]
+        return CheckpointInfo(path, path.stem, step)
+    return current_best(run_dir)
 
 
 def load_ballot(name: str) -> list:
@@ -296,23 +310,26 @@ class Actor:
                  self.config.search.leaves_per_tree)
         return evaluator
 
+    def _playing_network(self) -> CheckpointInfo:
+        return newest_network(self.run_dir) if self.config.network == "newest" else current_best(self.run_dir)
+
     def _newer_generation(self, newest: _Generation) -> _Generation | None:
-        """A generation for a best checkpoint newer than `newest`'s, if there is one that loads."""
+        """A generation for a network newer than `newest`'s (config.network's), if there is one that loads."""
         from zero.checkpoint import CheckpointError
 
         try:
-            info = current_best(self.run_dir)
+            info = self._playing_network()
             if (info.path, info.step) == (newest.checkpoint.path, newest.checkpoint.step):
                 return None
             return self._new_generation(info)
         except (CheckpointError, OSError, ValueError, KeyError) as exc:
             # A bad promotion must not stop self-play: keep the current network and look again later.
-            log.warning("actor %d: cannot switch to the new best checkpoint (%s); keeping %s",
+            log.warning("actor %d: cannot switch to the newer network (%s); keeping %s",
                         self.actor_id, exc, newest.checkpoint.name)
             return None
 
     def _new_generation(self, info: CheckpointInfo | None = None) -> _Generation:
-        info = info or current_best(self.run_dir)
+        info = info or self._playing_network()
         log.info("actor %d: using checkpoint %s (step %d)", self.actor_id, info.path, info.step)
         self.stats.checkpoint = info.name
         return _Generation(self.load_evaluator(info), info, self.config)

@@ -27,7 +27,8 @@ from typing import Callable
 
 import numpy as np
 
-from selfplay.actor import MAX_GAMES_IN_FLIGHT, CheckpointInfo, SelfPlayConfig, StopRequest, current_best
+from selfplay.actor import (MAX_GAMES_IN_FLIGHT, CheckpointInfo, SelfPlayConfig, StopRequest, current_best,
+                            newest_network)
 from selfplay.reanalysis_store import ReanalysisWriter
 from selfplay.replay_buffer import ReplayReader
 from selfplay.search import BatchedSearch, visit_policy
@@ -74,15 +75,6 @@ class _Root:
     actor_id: int
     row: int
     game: Game  # the stored game up to this position
-
-
-def newest_network(run_dir: Path) -> CheckpointInfo:
-    """The trainer's newest candidate, or the run's best before there is one."""
-    candidates = RunDir(run_dir).candidates()
-    if candidates:
-        step, path = candidates[-1]
-        return CheckpointInfo(path, path.stem, step)
-    return current_best(run_dir)
 
 
 def game_roots(actor_id: int, first_row: int, pdn: str, rows: dict[str, np.ndarray], rules) -> list[_Root]:

@@ -115,6 +115,24 @@ def test_actor_switches_to_a_new_best_between_games(run):
     assert current_best(run).path == second
 
 
+def test_an_actor_on_the_newest_network_follows_the_trainers_candidates_not_the_best(run):
+    loaded = []
+
+    def candidate_after_first_game(stats):
+        if stats.games == 1 and len(loaded) == 1:
+            _checkpoint(run, "candidate-0000030", 30, seed=2)
+
+    actor = Actor(run, 0, _config(network="newest"), games=6, progress=candidate_after_first_game)
+    load_network = actor.load_evaluator
+    actor.load_evaluator = lambda info: loaded.append((info.name, info.step)) or load_network(info)
+    actor.run()
+    # Before the trainer's first candidate the best plays; then the candidate, though it was never promoted.
+    assert loaded == [("first", 10), ("candidate-0000030", 30)]
+    assert current_best(run).name == "first"
+    steps = [g.model_version for g in sorted(_games(run), key=lambda g: g.index)]
+    assert steps[0] == 10 and steps[-1] == 30
+
+
 def test_resignation_and_play_through(run):
     # A threshold above 1 means every position is "lost": resign at the first chance, or record it.
     Actor(run, 0, _config(resign_threshold=1.5, resign_min_ply=4, resign_playthrough=0.0), games=3).run()
