@@ -132,6 +132,24 @@ def test_sprt_all_draws_rejects_and_cap_decides():
         capped.add_pair(3)
 
 
+def test_the_sprt_counts_pairs_in_ballot_order_not_in_the_order_they_finish():
+    # With the whole ballot in flight the short games finish first: here the candidate wins every pair of
+    # openings 10-39 before the first ten openings' games (all lost) are over.
+    test = PairSprt(SprtConfig(max_pairs=40))
+    for opening in range(10, 40):
+        test.add_game(opening, 1.0)
+        test.add_game(opening, 1.0)
+    for opening in range(10):
+        test.add_game(opening, 0.0)
+    assert test.pair_scores == [] and test.decision() is None  # counted 30 winning pairs, it would promote
+    for opening in range(9):
+        test.add_game(opening, 0.0)
+    assert test.pair_scores == [0.0] * 9 and test.decision() is None
+    test.add_game(9, 0.0)  # the tenth pair frees the thirty behind it, in ballot order
+    assert test.pair_scores == [0.0] * 10 + [2.0] * 30 and not test.waiting
+    assert test.decision() == "promote"  # on every pair: 0.75
+
+
 def test_elo_score_inverse():
     for elo in (-300, -50, 0, 50, 300):
         assert abs(elo_from_score(expected_score(elo)) - elo) < 1e-6

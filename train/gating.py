@@ -268,17 +268,14 @@ class Gatekeeper:
         cand_player = self._network_player(candidate)
         best_player = self._network_player(best)
         sprt = self._sprt = PairSprt(self.cfg.sprt)
-        pending: dict[int, list[float]] = {}
 
         def count(result: MatchResult, i: int) -> None:
-            pending.setdefault(result.opening_index[i], []).append(result.points_for_a(i))
-            if len(pending[result.opening_index[i]]) == 2:
-                sprt.add_pair(sum(pending.pop(result.opening_index[i])))
+            sprt.add_game(result.opening_index[i], result.points_for_a(i))
 
         started = time.time()
         name = self.gate_name(candidate, best)
         done = self._journal(name, cand_player.name, best_player.name).read(self.openings, self.rules)
-        for i in range(len(done.games)):  # the SPRT sees the resumed games in the order they finished
+        for i in range(len(done.games)):  # the resumed games
             count(done, i)
         try:
             # The SPRT decides by its pair cap at the latest, so the match is the ballot's first max_pairs

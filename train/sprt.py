@@ -13,6 +13,12 @@ elo1. H1 (candidate stronger by elo1) is accepted when LLR >= log((1 - beta) / a
 elo0) when LLR <= log(beta / (1 - alpha)). A test that reaches the pair cap undecided promotes only when the
 lower end of the 95 % interval of the Elo difference is above elo0. No decision is taken before
 min_pairs pairs.
+
+Pairs are counted in ballot order (`add_game`): a finished pair waits until every earlier opening's pair has
+finished. With many games in flight the first pairs to finish are the shortest games, a sample chosen by
+how the games went, and a test stopped early would decide on it: a gate on a GPU (the whole ballot in
+flight) promoted a candidate on the 19 pairs that finished first, scoring 0.632, while the 67 other games it
+had finished scored 0.448.
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ class SprtConfig:
 class PairSprt:
     config: SprtConfig = field(default_factory=SprtConfig)
     pair_scores: list[float] = field(default_factory=list)  # candidate's points per pair, 0..2
+    # Candidate's points of the finished games not yet counted, by ballot opening (0, 1, ... in ballot order).
+    waiting: dict[int, list[float]] = field(default_factory=dict)
 
     @property
     def lower_bound(self) -> float:
@@ -61,6 +69,12 @@ class PairSprt:
     @property
     def upper_bound(self) -> float:
         return math.log((1 - self.config.beta) / self.config.alpha)
+
+    def add_game(self, opening_index: int, candidate_points: float) -> None:
+        """One finished game of the pair of ballot opening `opening_index`; pairs are counted in ballot order."""
+        self.waiting.setdefault(opening_index, []).append(candidate_points)
+        while len(self.waiting.get(len(self.pair_scores), ())) == 2:
+            self.add_pair(sum(self.waiting.pop(len(self.pair_scores))))
 
     def add_pair(self, candidate_points: float) -> None:
         if not 0 <= candidate_points <= 2:
