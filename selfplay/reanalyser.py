@@ -35,7 +35,6 @@ from selfplay.search import BatchedSearch, visit_policy
 from zero.config import check_settings, setting
 from zero.game import Game, Position
 from zero.pdn import PdnError, read_pdn_text
-from zero.rundir import RunDir
 
 log = logging.getLogger(__name__)
 

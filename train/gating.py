@@ -275,7 +275,7 @@ class Gatekeeper:
         started = time.time()
         name = self.gate_name(candidate, best)
         done = self._journal(name, cand_player.name, best_player.name).read(self.openings, self.rules)
-        for i in range(len(done.games)):  # the resumed games
+        for i in range(len(done.games)):  # the resumed games, in any order: the SPRT counts pairs in ballot order
             count(done, i)
         try:
             # The SPRT decides by its pair cap at the latest, so the match is the ballot's first max_pairs
