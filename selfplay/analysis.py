@@ -202,8 +202,8 @@ class GameSearch:
             search.step(self.evaluator)
             now = self.clock()
             visits = search.root_visits(0)
-            children = search.root_children(0) if stop_early else None  # read once for both rules below
-            if last_deadline > deadline:
+            children = search.root_children(0) if last_deadline > deadline else None  # for both rules below
+            if children is not None:
                 instability.observe(children, visits - kept)
             if now >= deadline and (now >= last_deadline or
                                     not instability.unstable(visits - kept, search.root_value(0))):
@@ -213,7 +213,11 @@ class GameSearch:
                 end = deadline if now < deadline else last_deadline
                 left = min(self.time_manager.simulations_left(visits - kept, now - started, end - now),
                            limit - visits)
-                if decided(children, left):
+                # No move has more visits than the root, so while the time left buys that many the move can
+                # still change, and the root's children (a copy of them each step) need not be read.
+                if left >= visits:
+                    continue
+                if decided(children if children is not None else search.root_children(0), left):
                     break
         search.drain()
         search.stop(0)

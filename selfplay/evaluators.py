@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from typing import Protocol
 
 import numpy as np
 
+from selfplay.answer_table import WAYS, gather_hits, hash_rows, store_answers
 from zero.encoding import NUM_ACTIONS, PLANE_OPP_KINGS, PLANE_OPP_MEN, PLANE_OWN_KINGS, PLANE_OWN_MEN
 
 
@@ -78,12 +78,13 @@ class MaterialEvaluator:
 
 
 class CachedEvaluator:
-    """Another evaluator's answers, remembered by position (the planes' bytes: everything the network sees,
-    the no-progress and repetition planes included), the least recently used forgotten past `capacity`.
+    """Another evaluator's answers, remembered by position (a 64-bit hash of the planes: everything the
+    network sees, the no-progress and repetition planes included), in a table of `capacity` positions where
+    a new position pushes out the one of its bucket used longest ago (`selfplay.answer_table`).
 
     Checkers transposes often, and a game searched move after move meets again the positions of the last
     search's tree: those cost no network call. About 4 KB a position (1,024 float32 logits), so the
-    default holds 64 MB. Answers are the same arrays the wrapped evaluator gave, row for row.
+    default holds 64 MB. Answers are the same values the wrapped evaluator gave, row for row.
     """
 
     def __init__(self, evaluator: PositionEvaluator, capacity: int = 16_384):
@@ -91,38 +92,33 @@ class CachedEvaluator:
             raise ValueError(f"a cache holds at least one position, got capacity {capacity}")
         self.evaluator = evaluator
         self.capacity = capacity
-        self._answers: OrderedDict[bytes, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        slots = -(-capacity // WAYS) * WAYS
+        self._keys = np.zeros(slots, dtype=np.uint64)  # 0: empty
+        self._last_used = np.full(slots, -1, dtype=np.int64)  # each slot's last use (-1: none yet)
+        self._clock = np.zeros(1, dtype=np.int64)  # uses so far
+        self._logits = np.zeros((slots, NUM_ACTIONS), dtype=np.float32)  # pages touched only when used
+        self._wdl = np.zeros((slots, 3), dtype=np.float32)
         self._lock = threading.Lock()  # calls may come from several threads at once
         self.hits = 0
         self.misses = 0
 
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = planes.shape[0]
-        keys = [planes[i].tobytes() for i in range(n)]
+        keys = np.empty(n, dtype=np.uint64)
+        hash_rows(np.ascontiguousarray(planes, dtype=np.float32).reshape(n, -1).view(np.uint32), keys)
         out_logits = np.empty((n, NUM_ACTIONS), dtype=np.float32)
         out_wdl = np.empty((n, 3), dtype=np.float32)
-        first: dict[bytes, int] = {}  # each missing position's row in the network call: once, however often
-        rows, missing = [], []
+        ask, answer_of = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
         with self._lock:
-            for i, key in enumerate(keys):
-                if key in self._answers:
-                    out_logits[i], out_wdl[i] = self._answers[key]
-                    self._answers.move_to_end(key)
-                else:
-                    missing.append(i)
-                    if key not in first:
-                        first[key] = len(rows)
-                        rows.append(i)
-        if rows:
+            asked = gather_hits(self._keys, self._last_used, self._clock, self._logits, self._wdl, keys,
+                                out_logits, out_wdl, ask, answer_of)
+            self.misses += asked
+            self.hits += n - asked
+        if asked:
             # Outside the lock: a search with calls in flight (SearchConfig.threads) makes them at once.
-            logits, wdl = self.evaluator.evaluate(planes[rows])
-            for i in missing:
-                out_logits[i], out_wdl[i] = logits[first[keys[i]]], wdl[first[keys[i]]]
-        with self._lock:
-            for key, k in first.items():
-                self._answers[key] = (np.array(logits[k]), np.array(wdl[k]))
-            while len(self._answers) > self.capacity:
-                self._answers.popitem(last=False)
-            self.misses += len(rows)
-            self.hits += n - len(rows)
+            logits, wdl = self.evaluator.evaluate(planes[ask[:asked]])
+            with self._lock:
+                store_answers(self._keys, self._last_used, self._clock, self._logits, self._wdl, keys, ask,
+                              asked, np.ascontiguousarray(logits, dtype=np.float32),
+                              np.ascontiguousarray(wdl, dtype=np.float32), answer_of, out_logits, out_wdl)
         return out_logits, out_wdl

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from selfplay.analysis import analyse
+from selfplay.answer_table import WAYS, ReferenceAnswerTable
 from selfplay.evaluators import CachedEvaluator, HashEvaluator
 from zero.encoding import encode
 from zero.game import Game, Position
@@ -57,6 +58,20 @@ def test_the_least_recently_used_positions_are_forgotten_past_capacity():
         CachedEvaluator(inner, capacity=0)
 
 
+def test_a_batch_larger_than_the_cache_is_answered_whole_and_its_last_positions_kept():
+    planes = positions(6)
+    inner = Counting(HashEvaluator(seed=2))
+    cached = CachedEvaluator(inner, capacity=4)
+    logits, wdl = cached.evaluate(planes)
+    want_logits, want_wdl = HashEvaluator(seed=2).evaluate(planes)
+    np.testing.assert_array_equal(logits, want_logits)
+    np.testing.assert_array_equal(wdl, want_wdl)
+    inner.positions = 0
+    logits, _ = cached.evaluate(planes[2:])
+    assert inner.positions == 0
+    np.testing.assert_array_equal(logits, want_logits[2:])
+
+
 def test_a_search_through_the_cache_is_the_same_search_with_fewer_network_calls():
     game = Game(start=Position.initial())
     plain = analyse(game, HashEvaluator(seed=1), 400)
@@ -68,3 +83,23 @@ def test_a_search_through_the_cache_is_the_same_search_with_fewer_network_calls(
     game.play(first.moves[0].move)
     analyse(game, cached, 400)  # the reply's tree was mostly searched already
     assert inner.positions - calls_first < calls_first
+
+
+def test_the_table_kernels_equal_their_python_twin_slot_for_slot():
+    pool = positions(40)
+    pool[5:10, 4] = 0.25  # the same pieces with another no-progress count, and repeated:
+    pool[10:12, 5] = 1.0  # every plane is part of the key
+    cached = CachedEvaluator(HashEvaluator(seed=3), capacity=3 * WAYS)
+    twin = ReferenceAnswerTable(buckets=3)
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        batch = pool[rng.integers(0, len(pool), rng.integers(1, 20))]
+        logits, wdl = cached.evaluate(batch)
+        want_logits, want_wdl = twin.evaluate(HashEvaluator(seed=3), batch)
+        np.testing.assert_array_equal(logits, want_logits)
+        np.testing.assert_array_equal(wdl, want_wdl)
+        assert cached._clock[0] == twin.clock
+        for slot in range(3 * WAYS):
+            key, last_used = twin.slots.get(slot, (0, -1))[:2]
+            assert (int(cached._keys[slot]), int(cached._last_used[slot])) == (key, last_used)
+    assert len({ReferenceAnswerTable.key(row) for row in pool}) == len(pool)

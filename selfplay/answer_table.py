@@ -1,0 +1,174 @@
+"""The table behind `selfplay.evaluators.CachedEvaluator`: network answers by position in plain arrays, and
+the numba kernels that read and fill it.
+
+Why kernels: a search on the clock asks about a dozen positions a call, and the network answers them in a
+few hundred microseconds. A cache in Python (a dict from each row's bytes, an array copy per row) spent
+about 100 microseconds a call, a fifth of the search's step; here one kernel hashes a batch, one gathers
+its hits and lists the positions to ask, and one stores the answers and fills in the misses.
+
+A position's key is a 64-bit hash of its planes: the XOR, over the planes' nonzero values, of a mixed word
+of the value's index and bits (Zobrist keys, computed instead of drawn). Two different positions share a
+key with probability 2^-64; key 0 marks an empty slot, so a hash of 0 is taken as 1.
+
+The table has `buckets` buckets of WAYS slots; a key lives in bucket key % buckets. A new key takes its
+bucket's slot used longest ago (an empty one first): each slot keeps the number of its last use, from a
+count of uses (hits and stores) the table keeps in `clock`. With one bucket this is exactly "the least
+recently used position is forgotten".
+
+`ReferenceAnswerTable` is the plain-Python twin of the kernels, slot for slot; a test holds them equal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+WAYS = 4  # slots a bucket: a position has this many places to live, and pushes out the oldest of them
+
+_SPLIT1 = np.uint64(0xBF58476D1CE4E5B9)
+_SPLIT2 = np.uint64(0x94D049BB133111EB)
+
+
+@njit(cache=True, inline="always")
+def _mix(x):
+    """splitmix64's finalizer: every input bit reaches every output bit."""
+    x = (x ^ (x >> np.uint64(30))) * _SPLIT1
+    x = (x ^ (x >> np.uint64(27))) * _SPLIT2
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=True)
+def hash_rows(words, keys):
+    """keys[r] = the key of row r of `words` (uint32 [N, W]: the planes' float32 bits, a row a position)."""
+    for r in range(words.shape[0]):
+        h = np.uint64(0)
+        for i in range(words.shape[1]):
+            v = words[r, i]
+            if v != 0:
+                h ^= _mix((np.uint64(i) << np.uint64(32)) | np.uint64(v))
+        keys[r] = h if h != 0 else np.uint64(1)
+
+
+@njit(cache=True, inline="always")
+def _find(table_keys, key):
+    """The slot holding `key`, or -1."""
+    base = np.int64(key % np.uint64(table_keys.shape[0] // WAYS)) * WAYS
+    for w in range(WAYS):
+        if table_keys[base + w] == key:
+            return base + w
+    return -1
+
+
+@njit(cache=True)
+def gather_hits(table_keys, last_used, clock, table_logits, table_wdl, keys, out_logits, out_wdl, ask,
+                answer_of):
+    """Copy the remembered answers of the batch's positions (`keys`) into out_*, marking their slots used
+    (clock[0] counts the uses); list in `ask` the first batch row of each position not remembered (once, however often it
+    repeats), and in answer_of[r] the index in `ask` of row r's position (-1 for a hit). Returns how many
+    positions to ask."""
+    asked = 0
+    for r in range(keys.shape[0]):
+        slot = _find(table_keys, keys[r])
+        if slot >= 0:
+            clock[0] += 1
+            last_used[slot] = clock[0]
+            out_logits[r, :] = table_logits[slot]
+            out_wdl[r, :] = table_wdl[slot]
+            answer_of[r] = -1
+            continue
+        answer_of[r] = asked
+        for j in range(asked):
+            if keys[ask[j]] == keys[r]:
+                answer_of[r] = j
+                break
+        if answer_of[r] == asked:
+            ask[asked] = r
+            asked += 1
+    return asked
+
+
+@njit(cache=True)
+def store_answers(table_keys, last_used, clock, table_logits, table_wdl, keys, ask, asked, logits, wdl,
+                  answer_of, out_logits, out_wdl):
+    """Remember the answers (logits[j], wdl[j]) of the positions asked (keys[ask[j]]), each in its bucket's
+    slot used longest ago, and copy them into the batch rows that wanted them (answer_of >= 0)."""
+    buckets = np.uint64(table_keys.shape[0] // WAYS)
+    for j in range(asked):
+        key = keys[ask[j]]
+        slot = _find(table_keys, key)  # another thread's call may have stored it meanwhile
+        if slot < 0:
+            base = np.int64(key % buckets) * WAYS
+            slot = base
+            for w in range(1, WAYS):
+                if last_used[base + w] < last_used[slot]:
+                    slot = base + w
+        table_keys[slot] = key
+        clock[0] += 1
+        last_used[slot] = clock[0]
+        table_logits[slot, :] = logits[j]
+        table_wdl[slot, :] = wdl[j]
+    for r in range(keys.shape[0]):
+        j = answer_of[r]
+        if j >= 0:
+            out_logits[r, :] = logits[j]
+            out_wdl[r, :] = wdl[j]
+
+
+class ReferenceAnswerTable:
+    """The kernels' plain-Python twin: the same keys, the same slots, the same answers, written out."""
+
+    def __init__(self, buckets: int):
+        self.buckets = buckets
+        # slot -> (key, its last use, logits, wdl); a missing slot is empty (never used: -1)
+        self.slots: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
+        self.clock = 0  # uses so far
+
+    @staticmethod
+    def key(row: np.ndarray) -> int:
+        mask = (1 << 64) - 1
+
+        def mix(x: int) -> int:
+            x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+            x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+            return x ^ (x >> 31)
+
+        h = 0
+        for i, value in enumerate(np.ascontiguousarray(row, dtype=np.float32).reshape(-1).view(np.uint32)):
+            if value:
+                h ^= mix((i << 32) | int(value))
+        return h or 1
+
+    def _find(self, key: int) -> int:
+        base = key % self.buckets * WAYS
+        return next((s for s in range(base, base + WAYS) if self.slots.get(s, (0,))[0] == key), -1)
+
+    def lookup(self, key: int) -> tuple[np.ndarray, np.ndarray] | None:
+        slot = self._find(key)
+        if slot < 0:
+            return None
+        stored = self.slots[slot]
+        self.clock += 1
+        self.slots[slot] = (key, self.clock, stored[2], stored[3])
+        return stored[2], stored[3]
+
+    def store(self, key: int, logits: np.ndarray, wdl: np.ndarray) -> None:
+        slot = self._find(key)
+        if slot < 0:
+            base = key % self.buckets * WAYS
+            slot = min(range(base, base + WAYS), key=lambda s: self.slots.get(s, (0, -1))[1])  # first on ties
+        self.clock += 1
+        self.slots[slot] = (key, self.clock, logits.copy(), wdl.copy())
+
+    def evaluate(self, evaluator, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """CachedEvaluator.evaluate over this table: hits in batch order, then each missing position asked
+        once and stored in the order first met."""
+        keys = [self.key(row) for row in planes]
+        answers = [self.lookup(key) for key in keys]
+        ask = list(dict.fromkeys(key for key, answer in zip(keys, answers) if answer is None))
+        if ask:
+            logits, wdl = evaluator.evaluate(planes[[keys.index(key) for key in ask]])
+            for key, row_logits, row_wdl in zip(ask, logits, wdl):
+                self.store(key, row_logits, row_wdl)
+            new = {key: (logits[j], wdl[j]) for j, key in enumerate(ask)}
+            answers = [answer if answer is not None else new[key] for key, answer in zip(keys, answers)]
+        return np.stack([a[0] for a in answers]), np.stack([a[1] for a in answers])
