@@ -86,7 +86,7 @@ class SelfPlayConfig:
     # End a game at its first position in the endgame database (the largest built; the 4-piece one is built
     # on first use), with the database's value. Off by default: the moves played there are policy targets
     # and the solved-endgame mistake rate in `replay stats` shows whether the network learns endgames
-    # (the trainer's value targets for those positions are exact either way: trainer.database_targets).
+    # (the trainer's value targets can be the database's too, trainer.database_targets, off by default).
     database_adjudication: bool = False
     # "auto": CUDA when torch sees a GPU (bf16 autocast, sized by the gpu_ settings below), else the CPU.
     device: str = "auto"  # "auto", "cpu" or "cuda"

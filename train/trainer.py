@@ -75,8 +75,11 @@ class TrainerConfig:
     torch_threads: int = 1  # CPU threads for training: actors and the gatekeeper need the other cores
     compile: bool = False  # torch.compile the network (CUDA)
     # Value targets of positions the endgame database holds (the largest built; the 4-piece one is built on
-    # first use) are its exact values instead of the game's result.
-    database_targets: bool = True
+    # first use) are its exact values instead of the game's result. Off: the database's wins and losses are
+    # for perfect play without the no-progress draw, and about two in five of the positions it calls
+    # decided are drawn in self-play; from link 9, 60 CPU-minutes of the loop with 6-piece targets fell 49
+    # Elo, with 4-piece ones held, and with none gained most (benchmarks/RESULTS.md, 2026-11-27).
+    database_targets: bool = False
     # Share of a self-play position's value target taken from its search's root value, the rest from the
     # game's result (learning.samples_from_replay); database values still win where they exist.
     search_value_share: float = setting(0.0, low=0, high=1)
