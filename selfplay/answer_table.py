@@ -50,9 +50,15 @@ def hash_rows(words, keys):
 
 
 @njit(cache=True, inline="always")
+def _bucket(table_keys, key):
+    """The first slot of `key`'s bucket."""
+    return np.int64(key % np.uint64(table_keys.shape[0] // WAYS)) * WAYS
+
+
+@njit(cache=True, inline="always")
 def _find(table_keys, key):
     """The slot holding `key`, or -1."""
-    base = np.int64(key % np.uint64(table_keys.shape[0] // WAYS)) * WAYS
+    base = _bucket(table_keys, key)
     for w in range(WAYS):
         if table_keys[base + w] == key:
             return base + w
@@ -63,9 +69,9 @@ def _find(table_keys, key):
 def gather_hits(table_keys, last_used, clock, table_logits, table_wdl, keys, out_logits, out_wdl, ask,
                 answer_of):
     """Copy the remembered answers of the batch's positions (`keys`) into out_*, marking their slots used
-    (clock[0] counts the uses); list in `ask` the first batch row of each position not remembered (once, however often it
-    repeats), and in answer_of[r] the index in `ask` of row r's position (-1 for a hit). Returns how many
-    positions to ask."""
+    (clock[0] counts the uses); list in `ask` the first batch row of each position not remembered (once,
+    however often it repeats), and in answer_of[r] the index in `ask` of row r's position (-1 for a hit).
+    Returns how many positions to ask."""
     asked = 0
     for r in range(keys.shape[0]):
         slot = _find(table_keys, keys[r])
@@ -92,12 +98,11 @@ def store_answers(table_keys, last_used, clock, table_logits, table_wdl, keys, a
                   answer_of, out_logits, out_wdl):
     """Remember the answers (logits[j], wdl[j]) of the positions asked (keys[ask[j]]), each in its bucket's
     slot used longest ago, and copy them into the batch rows that wanted them (answer_of >= 0)."""
-    buckets = np.uint64(table_keys.shape[0] // WAYS)
     for j in range(asked):
         key = keys[ask[j]]
         slot = _find(table_keys, key)  # another thread's call may have stored it meanwhile
         if slot < 0:
-            base = np.int64(key % buckets) * WAYS
+            base = _bucket(table_keys, key)
             slot = base
             for w in range(1, WAYS):
                 if last_used[base + w] < last_used[slot]:
@@ -138,9 +143,12 @@ class ReferenceAnswerTable:
                 h ^= mix((i << 32) | int(value))
         return h or 1
 
-    def _find(self, key: int) -> int:
+    def _bucket(self, key: int) -> range:
         base = key % self.buckets * WAYS
-        return next((s for s in range(base, base + WAYS) if self.slots.get(s, (0,))[0] == key), -1)
+        return range(base, base + WAYS)
+
+    def _find(self, key: int) -> int:
+        return next((s for s in self._bucket(key) if self.slots.get(s, (0,))[0] == key), -1)
 
     def lookup(self, key: int) -> tuple[np.ndarray, np.ndarray] | None:
         slot = self._find(key)
@@ -154,8 +162,7 @@ class ReferenceAnswerTable:
     def store(self, key: int, logits: np.ndarray, wdl: np.ndarray) -> None:
         slot = self._find(key)
         if slot < 0:
-            base = key % self.buckets * WAYS
-            slot = min(range(base, base + WAYS), key=lambda s: self.slots.get(s, (0, -1))[1])  # first on ties
+            slot = min(self._bucket(key), key=lambda s: self.slots.get(s, (0, -1))[1])  # first on ties
         self.clock += 1
         self.slots[slot] = (key, self.clock, logits.copy(), wdl.copy())
 
