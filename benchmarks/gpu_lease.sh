@@ -13,7 +13,10 @@
 #   .whl/      wheels of what the image lacks, for its Python 3.12: zarr, numcodecs, donfig, google-crc32c,
 #              tomli_w (`pip download --no-deps --only-binary=:all: --python-version 3.12 ...`)
 #   .gpudata/  a copy of ../shared/data (the OCA file for the trainer's expert positions, the ballots)
-# Run there: OUT=... [RUNS=gpu=] [LOOP_MIN=5.5] [FEED_SECONDS=15] [BUDGET_S=575] bash benchmarks/gpu_lease.sh
+# Run there: OUT=... [RUNS=gpu=] [LOOP_MIN=5.5] [FROM=checkpoint] [LOOP_TIMEOUT_S=...] [FEED_SECONDS=15]
+#   [BUDGET_S=575] bash benchmarks/gpu_lease.sh
+# FROM starts each run from that checkpoint (carried) instead of the shipped network; LOOP_TIMEOUT_S bounds
+# one loop's wall time so that a slow shutdown cannot take the call's files with it.
 set -u
 T0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - T0 )); }
@@ -24,6 +27,8 @@ fi
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD CHECKERS_ZERO_DATA=$PWD/.gpudata PYTHONUNBUFFERED=1
 RUNS=${RUNS:-gpu=}
 LOOP_MIN=${LOOP_MIN:-5.5}
+LOOP_TIMEOUT_S=${LOOP_TIMEOUT_S:-$(( ${LOOP_MIN%.*} * 60 + 120 ))}
+FROM=${FROM:-}
 FEED_SECONDS=${FEED_SECONDS:-15}
 BUDGET_S=${BUDGET_S:-575}
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1; echo "cpus $(nproc)";
@@ -38,7 +43,7 @@ for spec in "${runs[@]}"; do
   for kv in ${spec#*=}; do sets+=(--set "$kv"); done
   R=runs/$name
   echo "== loop $name ($LOOP_MIN min; ${sets[*]:-defaults}) at $(elapsed) s"
-  timeout $(( ${LOOP_MIN%.*} * 60 + 120 )) python3 -m play loop --run $R --minutes "$LOOP_MIN" \
+  timeout "$LOOP_TIMEOUT_S" python3 -m play loop --run $R --minutes "$LOOP_MIN" ${FROM:+--from "$FROM"} \
     --set selfplay.gpu_games_in_flight=128 --set gating.calibration_games=0 --set gating.rating_games=0 \
     "${sets[@]}" >"$OUT/$name.log" 2>&1
   echo "loop $name exit $? at $(elapsed) s"
