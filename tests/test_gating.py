@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -143,8 +145,8 @@ def test_the_status_line_shows_the_match_in_progress(setup):
     run = setup[0]
     keeper, line = _interrupted_gate(setup, pairs=3, games=2)
     assert "gate candidate-0000200 vs candidate-0000100: game 2/6 +" in line, line
-    # Before: the SPRT's progress was not shown while a gate ran.
-    assert ", LLR " in line and " in (-2.94, 2.94)" in line, line
+    # Before: the SPRT's progress was not shown while a gate ran. One pair counted of the 3 it needs.
+    assert ", pairs counted 1 of the 3 the SPRT needs" in line, line
     keeper.show_idle()
     assert "gatekeeper: waiting for a candidate" in format_status(status_snapshot(run.root), 60.0)
     run.write_status("trainer", {"step": 0, "phase": "building the OCA expert dataset (first start only, ~40 s)"})
@@ -176,11 +178,25 @@ def test_status_lines_stay_short_with_everything_going_on():
             "best": "candidate-1234567", "best_elo": 1523.4, "best_vs_reference": 312.3,
             "best_vs_reference_ci95": 45.2, "promotions": 123,
             "gatekeeper": {"match": "gate-candidate-1240000-vs-candidate-1234567", "games": 137, "of": 288,
-                           "wins": 52, "draws": 60, "losses": 25, "llr": -1.23, "llr_bounds": [-2.94, 2.94]}}
+                           "wins": 52, "draws": 60, "losses": 25, "pairs": 61, "min_pairs": 10, "llr": -1.23,
+                           "llr_bounds": [-2.94, 2.94]}}
     lines = format_status(snap, 12345 * 60.0).splitlines()
     assert len(lines) == 3 and all(len(line) <= 120 for line in lines), lines
     assert all(line.startswith("[12345.0 min] ") for line in lines)
     assert "reanalysed 44% of a batch" in lines[0]
+
+
+def test_the_status_line_gives_the_pairs_the_sprt_has_counted_and_no_llr_before_it_judges():
+    # Before: "game 70/288 +22=26-22, LLR 270.14 in (-2.94, 2.94)": an LLR from 3 pairs (the rest waiting for
+    # an early opening's game, pairs count in ballot order), far outside bounds it was not yet judged by.
+    from train.loop import format_status
+
+    gate = {"match": "gate-candidate-0040600-vs-candidate-0039400", "games": 70, "of": 288, "wins": 22,
+            "draws": 26, "losses": 22, "pairs": 3, "min_pairs": 10, "llr": 270.14, "llr_bounds": [-2.94, 2.94]}
+    waiting = format_status({"games": 10, "positions": 900, "gatekeeper": gate}, 60.0)
+    assert "+22=26-22, pairs counted 3 of the 10 the SPRT needs" in waiting and "LLR" not in waiting
+    judging = format_status({"games": 10, "positions": 900, "gatekeeper": {**gate, "pairs": 31, "llr": 1.5}}, 60.0)
+    assert "+22=26-22, LLR 1.50 in (-2.94, 2.94), 31 pairs" in judging
 
 
 def test_candidates_gating_is_done_with_are_removed(setup):
@@ -231,3 +247,11 @@ def test_a_gate_on_a_gpu_plays_the_whole_ballot_at_once():
     assert cfg.games_in_flight(cuda=False) == cfg.parallel_games == 48
     assert GatingConfig(device="cpu").games_in_flight(cuda=True) == 48
     assert GatingConfig(device="cuda").games_in_flight(cuda=False) == cfg.gpu_parallel_games
+
+
+def test_the_gatekeeper_yields_the_cores_on_a_cpu_but_keeps_its_share_beside_a_gpu():
+    cfg = GatingConfig(niceness=12, gpu_niceness=2)
+    assert cfg.process_niceness(cuda=False) == 12
+    assert cfg.process_niceness(cuda=True) == 2
+    assert replace(cfg, device="cpu").process_niceness(cuda=True) == 12  # its networks stay on the CPU
+    assert replace(cfg, device="cuda").process_niceness(cuda=False) == 2

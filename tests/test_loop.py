@@ -60,6 +60,7 @@ parallel_games = 8
 rating_games = 2
 rating_yardsticks = ["alphabeta:2"]
 calibration_games = 2
+niceness = 3
 [gating.sprt]
 max_pairs = 2
 """
@@ -176,6 +177,8 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
     records = list((run / "logs").glob("loop-*-record.json"))
     assert len(records) == 2 and all("code_version" in json.loads(r.read_text()) for r in records)
     assert not children_of(proc.pid)
+    # Gating yields the cores to self-play and training (gating.niceness), after every restart too.
+    assert f"gatekeeper running at niceness {os.nice(0) + 3}" in (run / "logs" / "gatekeeper.log").read_text()
 
 
 def test_a_reanalyser_feeds_the_trainer_and_survives_a_kill(tmp_path):

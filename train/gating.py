@@ -63,16 +63,30 @@ class GatingConfig:
     calibration_games: int = setting(24, low=0)
     device: str = setting("auto", choices=("auto", "cpu", "cuda"))
     torch_threads: int = setting(1, low=1)  # CPU threads for the networks (the other cores: actors, trainer)
+    # The gatekeeper's process priority in the loop (os.nice: 0 = as the others, 19 = only idle cycles). On a
+    # 2-core machine an even share gave gating 69 % of a core, mostly for candidates it rejected, and the
+    # actor 81 %; at 10 the actor had 97 %, and 60 CPU-minutes of the loop made 28 % more positions and a
+    # network +25 (-3 .. +54) stronger (benchmarks/RESULTS.md, 2026-11-27). Gates still get the trainer's
+    # idle time. With CUDA the gates' networks share the GPU with the actors, and gating keeps an even share
+    # (gpu_niceness; a lower priority there was not measured).
+    niceness: int = setting(10, low=0, high=19)
+    gpu_niceness: int = setting(0, low=0, high=19)
     seed: int = setting(7, low=0)
     # Judge the endgame moves of every recorded match against the endgame database: each player's
     # solved-endgame mistake rate in the ratings table (zero.endgame_judge).
     judge_endgames: bool = True
 
+    def process_niceness(self, cuda: bool) -> int:
+        """The gatekeeper's niceness: the GPU's setting when the networks run on CUDA, else the CPU's."""
+        return self.gpu_niceness if self.on_gpu(cuda) else self.niceness
+
+    def on_gpu(self, cuda: bool) -> bool:
+        """Whether gating's networks run on CUDA (`device` "cuda", or "auto" on a machine with CUDA)."""
+        return self.device == "cuda" or (self.device == "auto" and cuda)
+
     def games_in_flight(self, cuda: bool) -> int:
-        """The games a match keeps in flight: the GPU's number when the networks run on CUDA (`device`
-        "cuda", or "auto" on a machine with CUDA), else the CPU's."""
-        on_gpu = self.device == "cuda" or (self.device == "auto" and cuda)
-        return self.gpu_parallel_games if on_gpu else self.parallel_games
+        """The games a match keeps in flight: the GPU's number when the networks run on CUDA, else the CPU's."""
+        return self.gpu_parallel_games if self.on_gpu(cuda) else self.parallel_games
 
 
 def read_gating_log(run_dir: Path) -> list[dict]:
@@ -251,7 +265,10 @@ class Gatekeeper:
         status = {"match": name, "games": len(result.games), "of": total, "wins": result.wins,
                   "draws": result.draws, "losses": result.losses}
         if self._sprt is not None:
-            status.update(llr=round(self._sprt.llr(), 2), llr_bounds=[round(self._sprt.lower_bound, 2),
+            # The pairs counted so far (in ballot order, so fewer than the games suggest while an early
+            # opening's game goes on); before min_pairs of them the LLR decides nothing.
+            status.update(pairs=len(self._sprt.pair_scores), min_pairs=self._sprt.config.min_pairs,
+                          llr=round(self._sprt.llr(), 2), llr_bounds=[round(self._sprt.lower_bound, 2),
                                                                       round(self._sprt.upper_bound, 2)])
         self.run.write_status("gatekeeper", status)
 

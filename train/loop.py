@@ -116,6 +116,8 @@ def _train(run_dir: str, cfg: LoopConfig, initial: str) -> None:
 
 
 def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
+    import torch
+
     stop = {"now": False}
 
     def request_stop(*_):
@@ -123,6 +125,8 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, request_stop)
+    log.info("gatekeeper running at niceness %d",
+             os.nice(cfg.gating.process_niceness(cuda=torch.cuda.is_available())))
     run = RunDir(run_dir)
     with stops_for_good("gatekeeper", BallotError, FileNotFoundError):  # the ballot went missing mid-run
         keeper = Gatekeeper(run.root, cfg.gating, cfg.selfplay.rules, should_stop=lambda: stop["now"])
@@ -249,9 +253,11 @@ def format_status(snap: dict, elapsed: float) -> str:
             match = "gate " + match.removeprefix("gate-").replace("-vs-", " vs ")
         line = (f"{clock} {match}: game {keeper['games']}/{keeper['of']} "
                 f"+{keeper['wins']}={keeper['draws']}-{keeper['losses']}")
-        if "llr" in keeper:
+        if "llr" in keeper and keeper["pairs"] < keeper["min_pairs"]:
+            line += f", pairs counted {keeper['pairs']} of the {keeper['min_pairs']} the SPRT needs"
+        elif "llr" in keeper:
             low, high = keeper["llr_bounds"]
-            line += f", LLR {keeper['llr']:.2f} in ({low:.2f}, {high:.2f})"
+            line += f", LLR {keeper['llr']:.2f} in ({low:.2f}, {high:.2f}), {keeper['pairs']} pairs"
         lines.append(line)
     elif keeper and "phase" in keeper:
         lines.append(f"{clock} gatekeeper: {keeper['phase']}")
