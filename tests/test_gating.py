@@ -197,6 +197,9 @@ def test_the_status_line_gives_the_pairs_the_sprt_has_counted_and_no_llr_before_
     assert "+22=26-22, pairs counted 3 of the 10 the SPRT needs" in waiting and "LLR" not in waiting
     judging = format_status({"games": 10, "positions": 900, "gatekeeper": {**gate, "pairs": 31, "llr": 1.5}}, 60.0)
     assert "+22=26-22, LLR 1.50 in (-2.94, 2.94), 31 pairs" in judging
+    without_pairs = {k: v for k, v in gate.items() if k not in ("pairs", "min_pairs")}  # an older gatekeeper's
+    assert "+22=26-22, LLR 270.14 in (-2.94, 2.94)\n" in format_status(
+        {"games": 10, "positions": 900, "gatekeeper": without_pairs}, 60.0) + "\n"
 
 
 def test_candidates_gating_is_done_with_are_removed(setup):

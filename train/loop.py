@@ -253,11 +253,13 @@ def format_status(snap: dict, elapsed: float) -> str:
             match = "gate " + match.removeprefix("gate-").replace("-vs-", " vs ")
         line = (f"{clock} {match}: game {keeper['games']}/{keeper['of']} "
                 f"+{keeper['wins']}={keeper['draws']}-{keeper['losses']}")
-        if "llr" in keeper and keeper["pairs"] < keeper["min_pairs"]:
-            line += f", pairs counted {keeper['pairs']} of the {keeper['min_pairs']} the SPRT needs"
+        # A status written before a resume by an older gatekeeper has no pair counts.
+        pairs, needed = keeper.get("pairs"), keeper.get("min_pairs", 0)
+        if "llr" in keeper and pairs is not None and pairs < needed:
+            line += f", pairs counted {pairs} of the {needed} the SPRT needs"
         elif "llr" in keeper:
             low, high = keeper["llr_bounds"]
-            line += f", LLR {keeper['llr']:.2f} in ({low:.2f}, {high:.2f}), {keeper['pairs']} pairs"
+            line += f", LLR {keeper['llr']:.2f} in ({low:.2f}, {high:.2f})" + (f", {pairs} pairs" if pairs else "")
         lines.append(line)
     elif keeper and "phase" in keeper:
         lines.append(f"{clock} gatekeeper: {keeper['phase']}")
