@@ -61,25 +61,27 @@ def read_match(path: str) -> list[tuple[int, float, int, float]]:
     return pairs
 
 
-def gate_in_flight(pairs, in_flight: int, config: SprtConfig) -> tuple[int, int, int, str]:
-    """(lockstep steps until the SPRT decides, games started, pairs counted, decision) for one ballot order."""
+def gate_in_flight(pairs, in_flight: int, config: SprtConfig) -> tuple[int, int, int, int, str]:
+    """(lockstep steps until the SPRT decides, game-moves played by then, games started, pairs counted,
+    decision) for one ballot order."""
     games = [(plies, points) for p1, a1, p2, a2 in pairs[:config.max_pairs] for plies, points in ((p1, a1), (p2, a2))]
     sprt = PairSprt(config)
     running: list[tuple[int, int]] = []  # (step it ends on, game index)
-    started = 0
+    began: list[int] = []  # step each started game began on
     now = 0
     while True:
-        while len(running) < in_flight and started < len(games):
-            heapq.heappush(running, (now + max(1, games[started][0]), started))
-            started += 1
+        while len(running) < in_flight and len(began) < len(games):
+            heapq.heappush(running, (now + max(1, games[len(began)][0]), len(began)))
+            began.append(now)
         if not running:
             break
         now, k = heapq.heappop(running)
         sprt.add_game(k // 2, games[k][1])
         if sprt.decision() is not None:
-            return now, started, len(sprt.pair_scores), sprt.decision()
-    decision = "promote" if sprt.elo_interval()[1] > config.elo0 else "reject"
-    return now, started, len(sprt.pair_scores), decision
+            break
+    moves = sum(min(now - start, max(1, games[k][0])) for k, start in enumerate(began))
+    decision = sprt.decision() or ("promote" if sprt.elo_interval()[1] > config.elo0 else "reject")
+    return now, moves, len(began), len(sprt.pair_scores), decision
 
 
 def replay_gates(path: str, in_flight: list[int], matches: int, level: bool, rng) -> None:
@@ -99,13 +101,13 @@ def replay_gates(path: str, in_flight: list[int], matches: int, level: bool, rng
         return shuffled
 
     print(f"{'in flight':>9}  {'steps (mean, p90)':>18}  {'games started':>13}  {'pairs counted':>13}  "
-          f"{'promoted':>8}  {'slot-steps':>17}")
+          f"{'promoted':>8}  {'game-moves played':>17}")
     for width in in_flight:
         runs = [gate_in_flight(ballot_order(), width, config) for _ in range(matches)]
         steps = np.array([r[0] for r in runs])
         print(f"{width:>9}  {steps.mean():>10.0f}, {np.percentile(steps, 90):>6.0f}  "
-              f"{np.mean([r[1] for r in runs]):>13.0f}  {np.mean([r[2] for r in runs]):>13.1f}  "
-              f"{np.mean([r[3] == 'promote' for r in runs]):>8.1%}  {steps.mean() * width:>17.0f}")
+              f"{np.mean([r[2] for r in runs]):>13.0f}  {np.mean([r[3] for r in runs]):>13.1f}  "
+              f"{np.mean([r[4] == 'promote' for r in runs]):>8.1%}  {np.mean([r[1] for r in runs]):>17.0f}")
 
 
 def main() -> None:
