@@ -17,9 +17,8 @@ import heapq
 import numpy as np
 
 from train.sprt import PairSprt, SprtConfig, expected_score
+from train.pretrain_dataset import RESULT_OF_PDN
 from zero.pdn import PdnError, read_pdn
-
-_POINTS = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}  # for Black
 
 
 def simulate(true_elo: float, config: SprtConfig, matches: int, draw_rate: float, rng) -> tuple[float, float]:
@@ -32,7 +31,7 @@ def simulate(true_elo: float, config: SprtConfig, matches: int, draw_rate: float
         sprt = PairSprt(config)
         while len(sprt.pair_scores) < config.max_pairs and sprt.decision() is None:
             sprt.add_pair(float(rng.choice([1.0, 0.5, 0.0], size=2, p=probabilities).sum()))
-        decision = sprt.decision() or ("promote" if sprt.elo_interval()[1] > config.elo0 else "reject")
+        decision = sprt.final_decision()
         pairs += len(sprt.pair_scores)
         promoted += decision == "promote"
     return pairs / matches, promoted / matches
@@ -46,7 +45,7 @@ def read_match(path: str) -> list[tuple[int, float, int, float]]:
         if isinstance(game, PdnError):
             raise SystemExit(f"{path}: {game}")
         round_ = int(game.tags["Round"])
-        black_points = _POINTS[game.result]
+        black_points = (RESULT_OF_PDN[game.result] + 1) / 2
         if round_ == 1:
             first_black = game.tags["Black"]
         games[round_] = (game.plies, game.tags["Black"], black_points)
@@ -80,8 +79,7 @@ def gate_in_flight(pairs, in_flight: int, config: SprtConfig) -> tuple[int, int,
         if sprt.decision() is not None:
             break
     moves = sum(min(now - start, max(1, games[k][0])) for k, start in enumerate(began))
-    decision = sprt.decision() or ("promote" if sprt.elo_interval()[1] > config.elo0 else "reject")
-    return now, moves, len(began), len(sprt.pair_scores), decision
+    return now, moves, len(began), len(sprt.pair_scores), sprt.final_decision()
 
 
 def replay_gates(path: str, in_flight: list[int], matches: int, level: bool, rng) -> None:

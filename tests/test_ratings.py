@@ -132,6 +132,20 @@ def test_sprt_all_draws_rejects_and_cap_decides():
         capped.add_pair(3)
 
 
+def test_a_match_cut_short_of_the_pair_cap_is_decided_by_the_interval_rule():
+    short = PairSprt(SprtConfig(max_pairs=40, min_pairs=20))
+    for p in (2, 2, 1.5, 2):
+        short.add_pair(p)
+    assert short.decision() is None and short.final_decision() == "promote"  # lower end far above 0
+    for p in (0, 2, 1, 1):
+        short.add_pair(p)
+    assert short.decision() is None and short.final_decision() == "reject"  # the interval now spans 0
+    decided = PairSprt(SprtConfig(max_pairs=40))
+    for _ in range(10):
+        decided.add_pair(1.0)
+    assert decided.final_decision() == decided.decision() == "reject"
+
+
 def test_the_sprt_counts_pairs_in_ballot_order_not_in_the_order_they_finish():
     # With the whole ballot in flight the short games finish first: here the candidate wins every pair of
     # openings 10-39 before the first ten openings' games (all lost) are over.

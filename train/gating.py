@@ -303,7 +303,7 @@ class Gatekeeper:
                                  should_stop=lambda _: sprt.decision() is not None, done=done)
         finally:
             self._sprt = None
-        decision = sprt.decision() or ("promote" if sprt.elo_interval()[1] > self.cfg.sprt.elo0 else "reject")
+        decision = sprt.final_decision()
         pdn_path = self._save_match(result, name)
         elo, low, high = sprt.elo_interval() if sprt.pair_scores else (0.0, 0.0, 0.0)
         self._record(name, cand_player.name, best_player.name, result,

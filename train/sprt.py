@@ -112,6 +112,14 @@ class PairSprt:
         if llr <= self.lower_bound:
             return "reject"
         if len(self.pair_scores) >= self.config.max_pairs:
-            _, low, _ = self.elo_interval()
-            return "promote" if low > self.config.elo0 else "reject"
+            return self._interval_rule()
         return None
+
+    def final_decision(self) -> str:
+        """The decision of a match that has ended: the SPRT's, else (a match cut short of the pair cap) the
+        rule at the cap, promote only when the interval's lower end is above elo0."""
+        return self.decision() or self._interval_rule()
+
+    def _interval_rule(self) -> str:
+        _, low, _ = self.elo_interval()
+        return "promote" if low > self.config.elo0 else "reject"
