@@ -1,6 +1,6 @@
 """The int8 model against float32: judgement on the OCA test split, speed, and where the time goes.
 
-    python benchmarks/int8_bench.py [--checkpoint PATH] [--dataset runs/expert-oca] [--batches 16 128]
+    python benchmarks/int8_bench.py [--checkpoint PATH] [--dataset runs/expert-oca] [--batches 16 128] [--bfloat16]
 
 (the dataset: `checkers-zero pretrain dataset --pdn ../shared/data/OCA_2.0.pdn --out runs/expert-oca`)
 
@@ -13,6 +13,8 @@ machine. Time per operator:
 ONNX Runtime's own profile of each model at the first batch size (convolutions, matrix products,
 quantize/dequantize, the rest), and the share of a call spent outside the operators (the runtime's
 overhead per call).
+--bfloat16 adds the third CPU precision the evaluator has, torch eager under bfloat16 autocast (this CPU has
+AVX-512 BF16), to the judgement and speed tables.
 """
 
 from __future__ import annotations
@@ -105,27 +107,30 @@ def main() -> None:
     parser.add_argument("--dataset", default="runs/expert-oca", help="a pretraining dataset (its test split)")
     parser.add_argument("--batches", nargs="+", type=int, default=[16, 128])
     parser.add_argument("--seconds", type=float, default=4.0, help="timed seconds per speed figure")
+    parser.add_argument("--bfloat16", action="store_true", help="also judge and time torch under bfloat16 autocast")
     args = parser.parse_args()
     torch.set_num_threads(1)
     checkpoint = load_checkpoint(args.checkpoint)
     models = {"float32": Evaluator.from_checkpoint(args.checkpoint, "cpu", precision="float32"),
               "int8": Evaluator.from_checkpoint(args.checkpoint, "cpu", precision="int8")}
+    if args.bfloat16:
+        models["bfloat16"] = Evaluator.from_checkpoint(args.checkpoint, "cpu", precision="bfloat16")
     data, rows, batches = test_split(args.dataset)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, one thread; "
           f"load average {os.getloadavg()[0]:.1f} at start; checkpoint {args.checkpoint}")
 
     answers = {name: judgement(ev, batches) for name, ev in models.items()}
     chosen = ~data.arrays["forced"][rows]
-    same = (answers["int8"]["choice"] == answers["float32"]["choice"])[chosen].mean()
     print(f"\ntest split: {len(rows):,} positions, {chosen.sum():,} with a choice")
     print("| model | same move as float32 | top-1 (expert move) | value CE |")
     print("|---|---:|---:|---:|")
     for name, a in answers.items():
         top1, ce = expert_scores(a, data, rows)
-        agree = "100 %" if name == "float32" else f"{same:.2%}"
+        agree = f"{(a['choice'] == answers['float32']['choice'])[chosen].mean():.2%}"
         print(f"| {name} | {agree} | {top1:.2%} | {ce:.4f} |")
-    change = np.abs(answers["int8"]["wdl"] - answers["float32"]["wdl"])
-    print(f"WDL change: largest {change.max():.3f}, mean {change.mean():.4f}")
+    for name in list(models)[1:]:
+        change = np.abs(answers[name]["wdl"] - answers["float32"]["wdl"])
+        print(f"{name} WDL change: largest {change.max():.3f}, mean {change.mean():.4f}")
 
     planes = batches[0].planes.numpy()
     print("\n| model | " + " | ".join(f"b={b} pos/s" for b in args.batches) + " |")
@@ -133,7 +138,8 @@ def main() -> None:
     rates = interleaved_rates(models, planes, args.batches, args.seconds)
     for name, r in rates.items():
         print(f"| {name} | " + " | ".join(f"{x:,.0f}" for x in r) + " |")
-    print("| int8 / float32 | " + " | ".join(f"{i / f:.2f}x" for i, f in zip(rates["int8"], rates["float32"])) + " |")
+    for name in list(models)[1:]:
+        print(f"| {name} / float32 | " + " | ".join(f"{i / f:.2f}x" for i, f in zip(rates[name], rates["float32"])) + " |")
 
     b = args.batches[0]
     graphs = {"float32": export_onnx(checkpoint.build_network()), "int8": int8_graph(checkpoint)}

@@ -115,7 +115,7 @@ def replay_stats(reader, egdb=None) -> dict:
                 raise ValueError(f"game {game.game_id} of actor {game.actor_id}: its PDN does not replay: {replayed}")
             mistakes = endgame_per_checkpoint.setdefault(key, EndgameMistakes())
             # Both sides are the same network in self-play.
-            for side in judge_game(egdb, replayed.start, replayed.moves):
+            for side in judge_game(egdb, replayed.start, replayed.moves, int(game.winner)):
                 mistakes += side
                 endgame += side
         if game.would_resign_side and game.termination != "resignation":
@@ -146,11 +146,11 @@ def replay_stats(reader, egdb=None) -> dict:
         "wrong_resignations": wrong,
         "wrong_resignation_rate": wrong / played_on if played_on else None,
         "endgame": None if egdb is None else {"pieces": egdb.max_pieces, "moves": endgame.moves,
-                                               "mistakes": endgame.mistakes, "rate": endgame.rate},
+                                               "mistakes": endgame.mistakes, "rate": endgame.rate,
+                                               "wins_held": endgame.wins_held, "wins_let_go": endgame.wins_let_go},
         "checkpoints": [
             {"model_version": version, "checkpoint": name, "games": g, "positions": p}
-            | ({} if egdb is None else {"endgame_moves": endgame_per_checkpoint[version, name].moves,
-                                        "endgame_mistakes": endgame_per_checkpoint[version, name].mistakes})
+            | ({} if egdb is None else {"endgame": endgame_per_checkpoint[version, name].to_json()})
             for (version, name), (g, p) in sorted(per_checkpoint.items())
         ],
     }
@@ -189,14 +189,14 @@ def format_stats(figures: dict, run_dir: Path) -> str:
     )
     endgame = figures["endgame"]
     if endgame is not None:
-        judged = EndgameMistakes(endgame["moves"], endgame["mistakes"])
+        judged = EndgameMistakes(endgame["moves"], endgame["mistakes"], endgame["wins_held"], endgame["wins_let_go"])
         lines.append(f"  solved-endgame mistakes ({endgame['pieces']}-piece database): {judged} "
-                     "(moves with a choice that gave up a database win or draw)")
+                     "(moves with a choice that gave up a database win or draw; games with a position proven won "
+                     "for a side that side did not win)")
     lines.append("  positions per checkpoint:")
     lines.append(f"    {'version':>8}  {'games':>8}  {'positions':>10}  {'endgame mistakes':<32}  checkpoint")
     for row in figures["checkpoints"]:
-        judged = (str(EndgameMistakes(row["endgame_moves"], row["endgame_mistakes"])) if endgame is not None
-                  else "not judged")
+        judged = str(EndgameMistakes.from_json(row["endgame"])) if endgame is not None else "not judged"
         lines.append(f"    {row['model_version']:>8}  {row['games']:>8}  {row['positions']:>10}  {judged:<32}  "
                      f"{row['checkpoint']}")
     return "\n".join(lines)

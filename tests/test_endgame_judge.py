@@ -15,6 +15,7 @@ from play.cli import main
 from selfplay.replay_buffer import ReplayReader, ReplayWriter
 from selfplay.random_records import random_game_record
 from train.learning import Samples
+from train.pretrain_dataset import RESULT_OF_PDN
 from train.ratings import PlayerInfo, RatingsTable, format_table
 from zero.egdb import DRAW, LOSS, UNKNOWN, WIN
 from zero.egdb_build import ensure_built
@@ -108,6 +109,34 @@ def test_a_game_is_judged_move_by_move_for_each_colour(db):
     assert mover.moves + (white if position.black_to_move else black).moves > 1
 
 
+def test_a_database_win_shuffled_into_a_draw_is_a_win_let_go(db):
+    position, keep, fall = _find(db, WIN, LOSS)
+    mover, other = (0, 1) if position.black_to_move else (1, 0)
+    colour = 1 if position.black_to_move else -1
+    # Kept and drawn (as by the no-progress count): no move gave the win up, yet the game was not won.
+    drawn = judge_game(db, position, [keep], winner=0)
+    assert drawn[mover].mistakes == 0
+    assert (drawn[mover].wins_held, drawn[mover].wins_let_go) == (1, 1)
+    assert (drawn[other].wins_held, drawn[other].wins_let_go) == (0, 0)
+    assert "database wins let go in 1 of 1 games" in str(drawn[mover])
+    won = judge_game(db, position, [keep], winner=colour)
+    assert (won[mover].wins_held, won[mover].wins_let_go) == (1, 0)
+    # Thrown away: the mover held a win and lost; the opponent was handed one and won it.
+    thrown = judge_game(db, position, [fall], winner=-colour)
+    assert (thrown[mover].mistakes, thrown[mover].wins_held, thrown[mover].wins_let_go) == (1, 1, 1)
+    assert (thrown[other].wins_held, thrown[other].wins_let_go) == (1, 0)
+    # Without the game's result only moves are judged.
+    assert judge_game(db, position, [keep])[mover] == EndgameMistakes(1, 0)
+
+
+def test_endgame_counts_read_back_from_a_table_written_before_wins_were_counted():
+    assert EndgameMistakes.from_json([7, 2]) == EndgameMistakes(7, 2)
+    assert EndgameMistakes.from_json(EndgameMistakes(7, 2, 3, 1).to_json()) == EndgameMistakes(7, 2, 3, 1)
+    for bad in ([7], [7, 2, 3], [7, 8], [7, 2, 1, 3]):
+        with pytest.raises(ValueError):
+            EndgameMistakes.from_json(bad)
+
+
 def test_the_ratings_table_counts_a_matchs_endgame_moves_once(tmp_path):
     table = RatingsTable()
     for name in ("c1", "alphabeta:4", "random"):
@@ -133,7 +162,7 @@ def test_the_match_command_reports_each_players_endgame_mistakes(db, tmp_path, c
     printed = capsys.readouterr().out
     per_player = {"random": EndgameMistakes(), "alphabeta:6": EndgameMistakes()}
     for game in read_pdn(out):
-        black, white = judge_game(db, game.start, game.moves)
+        black, white = judge_game(db, game.start, game.moves, RESULT_OF_PDN[game.result])
         per_player[game.tags["Black"]] += black
         per_player[game.tags["White"]] += white
     assert per_player["random"].moves > 0
@@ -151,15 +180,16 @@ def test_replay_stats_judge_every_game_and_checkpoint(db, tmp_path, capsys):
     per_version = {0: EndgameMistakes(), 1: EndgameMistakes()}
     for r in records:
         (game,) = read_pdn([line + "\n" for line in r.pdn.splitlines()])
-        for side in judge_game(db, game.start, game.moves):
+        for side in judge_game(db, game.start, game.moves, r.winner):
             per_version[r.model_version] += side
     total = EndgameMistakes()
     for v in per_version.values():
         total += v
     assert total.mistakes > 0  # random play throws database values away
-    assert figures["endgame"] == {"pieces": 4, "moves": total.moves, "mistakes": total.mistakes, "rate": total.rate}
-    assert {c["model_version"]: EndgameMistakes(c["endgame_moves"], c["endgame_mistakes"])
-            for c in figures["checkpoints"]} == per_version
+    assert figures["endgame"] == {"pieces": 4, "moves": total.moves, "mistakes": total.mistakes, "rate": total.rate,
+                                  "wins_held": total.wins_held, "wins_let_go": total.wins_let_go}
+    assert total.wins_held > 0
+    assert {c["model_version"]: EndgameMistakes.from_json(c["endgame"]) for c in figures["checkpoints"]} == per_version
     assert main(["replay", "stats", "--run", str(tmp_path)]) == 0
     assert f"solved-endgame mistakes (4-piece database): {total}" in capsys.readouterr().out
     assert main(["replay", "stats", "--run", str(tmp_path), "--json", "--no-endgame-judge"]) == 0
@@ -247,7 +277,7 @@ def test_a_match_player_with_the_database_plays_its_positions_from_it(db, tmp_pa
     with_db = EndgameMistakes()
     without = EndgameMistakes()
     for game in read_pdn(out):
-        black, white = judge_game(db, game.start, game.moves)
+        black, white = judge_game(db, game.start, game.moves, RESULT_OF_PDN[game.result])
         with_db += black if game.tags["Black"].endswith(":db") else white
         without += white if game.tags["Black"].endswith(":db") else black
     assert with_db.moves > 10 and with_db.mistakes == 0

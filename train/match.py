@@ -269,8 +269,9 @@ class MatchResult:
         return "\n".join(g.pdn(event) for g in sorted(self.games, key=lambda g: g.round))
 
     def endgame_mistakes(self, egdb: Egdb) -> tuple[EndgameMistakes, EndgameMistakes]:
-        """A's and B's moves judged against the endgame database, and their mistakes (zero.endgame_judge)."""
-        return self._by_player(lambda game: judge_game(egdb, game.opening.start, game.moves),
+        """A's and B's moves judged against the endgame database, their mistakes, and the database wins they
+        held and let go (zero.endgame_judge)."""
+        return self._by_player(lambda game: judge_game(egdb, game.opening.start, game.moves, game.outcome.winner),
                                EndgameMistakes(), EndgameMistakes())
 
     def move_seconds(self) -> tuple[list[float], list[float]]:

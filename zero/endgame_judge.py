@@ -5,7 +5,9 @@ forced move cannot be wrong, and counting the many forced captures would only di
 mistake when its value for the player who made it is below the position's: a win given up for a draw or a
 loss, a draw for a loss. Distances are not judged: a slower win keeps the value. The database has no draw
 by repetition or no-progress count (as the published ones have none), so a won ending shuffled into a
-rules draw shows in the game's result, not here.
+rules draw keeps the value at every move: such games are counted apart, per game. A side *held a database
+win* when some position of the game is proven won for it, and *let it go* when it then did not win the game
+(a draw by repetition, by the no-progress count or the length cap, or a loss after a later mistake).
 
 Self-play, gating and rating games, and the `match` command, report this per player; a player that does
 not consult the database shows whether its network has learnt endgames.
@@ -16,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from zero.egdb import UNKNOWN, Egdb
+from zero.egdb import LOSS, UNKNOWN, WIN, Egdb
 from zero.game import Move, Position
 
 
@@ -26,10 +28,14 @@ class EndgameMistakes:
 
     moves: int = 0
     mistakes: int = 0
+    wins_held: int = 0  # games in which a position was proven won for this side
+    wins_let_go: int = 0  # of those, games this side did not win
 
     def __iadd__(self, other: "EndgameMistakes") -> "EndgameMistakes":
         self.moves += other.moves
         self.mistakes += other.mistakes
+        self.wins_held += other.wins_held
+        self.wins_let_go += other.wins_let_go
         return self
 
     @property
@@ -37,19 +43,25 @@ class EndgameMistakes:
         return self.mistakes / self.moves if self.moves else None
 
     def __str__(self) -> str:
-        if not self.moves:
-            return "no moves judged"
-        return f"{self.mistakes} of {self.moves} moves ({100 * self.rate:.1f} %)"
+        moves = f"{self.mistakes} of {self.moves} moves ({100 * self.rate:.1f} %)" if self.moves else "no moves judged"
+        if not self.wins_held:
+            return moves
+        return f"{moves}; database wins let go in {self.wins_let_go} of {self.wins_held} games"
 
     def to_json(self) -> list[int]:
-        return [self.moves, self.mistakes]
+        return [self.moves, self.mistakes, self.wins_held, self.wins_let_go]
 
     @classmethod
     def from_json(cls, data: Sequence[int]) -> "EndgameMistakes":
-        moves, mistakes = (int(x) for x in data)
-        if not 0 <= mistakes <= moves:
-            raise ValueError(f"endgame mistakes {data!r}: need 0 <= mistakes <= moves")
-        return cls(moves, mistakes)
+        """From to_json's list; a table written before wins were counted holds only moves and mistakes."""
+        if len(data) not in (2, 4):
+            raise ValueError(f"endgame mistakes {data!r}: need [moves, mistakes] or [moves, mistakes, wins "
+                             f"held, wins let go]")
+        moves, mistakes, held, let_go = (int(x) for x in [*data, 0, 0][:4])
+        if not (0 <= mistakes <= moves and 0 <= let_go <= held):
+            raise ValueError(f"endgame mistakes {data!r}: need 0 <= mistakes <= moves and 0 <= wins let go "
+                             f"<= wins held")
+        return cls(moves, mistakes, held, let_go)
 
 
 def is_mistake(egdb: Egdb, position: Position, move: Move) -> bool | None:
@@ -63,17 +75,30 @@ def is_mistake(egdb: Egdb, position: Position, move: Move) -> bool | None:
     return -after < before
 
 
-def judge_game(egdb: Egdb, start: Position, moves: Sequence[Move]) -> tuple[EndgameMistakes, EndgameMistakes]:
-    """Black's and White's judged moves and mistakes in one game."""
+def judge_game(egdb: Egdb, start: Position, moves: Sequence[Move],
+               winner: int | None = None) -> tuple[EndgameMistakes, EndgameMistakes]:
+    """Black's and White's judged moves and mistakes in one game; given the game's `winner` (+1 Black, -1
+    White, 0 a draw), also whether each side held a database win and let it go."""
     black, white = EndgameMistakes(), EndgameMistakes()
+    held = set()  # the sides (+1 Black, -1 White) some position was proven won for
     position = start
-    for move in moves:
+    for ply in range(len(moves) + 1):
         # Pieces only go: once past the opening's crowd, most of a game's plies are skipped right here.
         if position.piece_count() <= egdb.max_pieces:
-            verdict = is_mistake(egdb, position, move)
+            mover = 1 if position.black_to_move else -1
+            value = egdb.probe(position).value
+            if value in (WIN, LOSS):
+                held.add(mover if value == WIN else -mover)
+            verdict = is_mistake(egdb, position, moves[ply]) if ply < len(moves) else None
             if verdict is not None:
-                side = black if position.black_to_move else white
+                side = black if mover == 1 else white
                 side.moves += 1
                 side.mistakes += verdict
-        position = position.play(move)
+        if ply < len(moves):
+            position = position.play(moves[ply])
+    if winner is not None:
+        for colour, side in ((1, black), (-1, white)):
+            if colour in held:
+                side.wins_held += 1
+                side.wins_let_go += winner != colour
     return black, white
