@@ -68,10 +68,18 @@ def is_mistake(egdb: Egdb, position: Position, move: Move) -> bool | None:
     """Whether `move` (legal in `position`) throws away the database value; None when it is not judged."""
     if position.piece_count() > egdb.max_pieces or len(position.legal_moves()) < 2:
         return None
-    before = egdb.probe(position).value
-    after = egdb.probe(position.play(move)).value
-    if UNKNOWN in (before, after):
+    return _gives_up(_value(egdb, position), _value(egdb, position.play(move)))
+
+
+def _value(egdb: Egdb, position: Position) -> int:
+    value = egdb.probe(position).value
+    if value == UNKNOWN:
         raise ValueError(f"{position}: not in the {egdb.max_pieces}-piece database")
+    return value
+
+
+def _gives_up(before: int, after: int) -> bool:
+    """A move from a position of value `before` (for the mover) to one of value `after` (for the opponent)."""
     return -after < before
 
 
@@ -80,22 +88,23 @@ def judge_game(egdb: Egdb, start: Position, moves: Sequence[Move],
     """Black's and White's judged moves and mistakes in one game; given the game's `winner` (+1 Black, -1
     White, 0 a draw), also whether each side held a database win and let it go."""
     black, white = EndgameMistakes(), EndgameMistakes()
+    positions = [start]
+    for move in moves:
+        positions.append(positions[-1].play(move))
+    # Pieces only go: once past the opening's crowd, most of a game's positions are skipped right here, and
+    # each of the rest is probed once (a move's value after is the next position's value before).
+    values = [_value(egdb, p) if p.piece_count() <= egdb.max_pieces else None for p in positions]
     held = set()  # the sides (+1 Black, -1 White) some position was proven won for
-    position = start
-    for ply in range(len(moves) + 1):
-        # Pieces only go: once past the opening's crowd, most of a game's plies are skipped right here.
-        if position.piece_count() <= egdb.max_pieces:
-            mover = 1 if position.black_to_move else -1
-            value = egdb.probe(position).value
-            if value in (WIN, LOSS):
-                held.add(mover if value == WIN else -mover)
-            verdict = is_mistake(egdb, position, moves[ply]) if ply < len(moves) else None
-            if verdict is not None:
-                side = black if mover == 1 else white
-                side.moves += 1
-                side.mistakes += verdict
-        if ply < len(moves):
-            position = position.play(moves[ply])
+    for ply, (position, value) in enumerate(zip(positions, values)):
+        if value is None:
+            continue
+        mover = 1 if position.black_to_move else -1
+        if value in (WIN, LOSS):
+            held.add(mover if value == WIN else -mover)
+        if ply < len(moves) and len(position.legal_moves()) >= 2:
+            side = black if mover == 1 else white
+            side.moves += 1
+            side.mistakes += _gives_up(value, values[ply + 1])
     if winner is not None:
         for colour, side in ((1, black), (-1, white)):
             if colour in held:
