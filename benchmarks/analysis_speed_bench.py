@@ -3,7 +3,7 @@ inference backend and precision, with the shipped network (or the networks named
 calls in flight (SearchConfig.threads, `--threads` of play and analyze).
 
     python benchmarks/analysis_speed_bench.py [--seconds 0.1 0.5] [--repeat 5] [--checkpoints A.pt B.pt]
-        [--models "onnxruntime float32" "onnxruntime int8"] [--threads 1 2]
+        [--models "onnxruntime float32" "onnxruntime int8-raw" "onnxruntime int8"] [--threads 1 2]
 
 Every search starts with an empty evaluation cache (a new engine, as a fresh `checkers-zero analyze` has),
 after one warm-up search has compiled the kernels and started the backend. The models take turns, one
@@ -27,7 +27,7 @@ from zero.game import Game
 from zero.inference import Evaluator
 
 MODELS = {"torch float32": ("torch", "float32"), "onnxruntime float32": ("onnxruntime", "float32"),
-          "onnxruntime int8": ("onnxruntime", "int8")}
+          "onnxruntime int8-raw": ("onnxruntime", "int8-raw"), "onnxruntime int8": ("onnxruntime", "int8")}
 
 
 def main() -> None:
@@ -58,7 +58,11 @@ def main() -> None:
                 engine = Engine(evaluator, checkpoint, config)
                 sims[name].append(engine.analyse(Game(), Budget(seconds=seconds)).simulations)
         for name, counts in sims.items():
-            print(f"{name:<32} {seconds:g} s a move: simulations {counts}, mean {np.mean(counts):.0f}")
+            print(f"{name:<36} {seconds:g} s a move: simulations {counts}, mean {np.mean(counts):.0f}")
+    for name, (_, evaluator, _) in players.items():
+        if evaluator.precision == "int8":
+            print(f"{name}: {evaluator.near_ties / max(1, evaluator.positions):.1%} of the positions evaluated "
+                  f"were near ties, answered in float32")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

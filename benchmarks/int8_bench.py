@@ -1,12 +1,16 @@
 """The int8 model against float32: judgement on the OCA test split, speed, and where the time goes.
 
-    python benchmarks/int8_bench.py [--checkpoint PATH] [--dataset runs/expert-oca] [--batches 16 128] [--bfloat16]
+    python benchmarks/int8_bench.py [--checkpoint PATH] [--dataset runs/expert-oca] [--batches 16 128] [--margins ...] [--bfloat16]
 
 (the dataset: `checkers-zero pretrain dataset --pdn ../shared/data/OCA_2.0.pdn --out runs/expert-oca`)
 
-Judgement, on the test split's positions with a choice (not forced): the share where the int8 model plays
+Models: float32, int8-raw (the int8 model's answers alone) and int8 (the evaluator's default: positions the
+int8 model nearly ties answered again in float32, zero.inference).
+Judgement, on the test split's positions with a choice (not forced): the share where each model plays
 the float32 network's move (the legal action with the highest logit), each model's top-1 against the
-expert's move and value cross-entropy against the game result, and the largest and mean change of the WDL.
+expert's move and value cross-entropy against the game result, and the largest and mean change of the WDL;
+then, from int8-raw's and float32's answers, the agreement and the share answered in float32 at other
+near-tie margins (--margins).
 Speed: positions/s at one thread through zero.inference.Evaluator (numpy in and out, as the search calls
 it), the two models taking turns a second at a time in one process, so their ratio holds on a shared
 machine. Time per operator:
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
 import os
 import platform
@@ -32,19 +37,35 @@ import torch
 from network_bench import timed
 from train.pretrain_dataset import open_dataset
 from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-from zero.inference import Evaluator
+from zero.inference import NEAR_TIE_LOGITS, Evaluator
 from zero.onnx_model import export_onnx
 from zero.quantized import int8_graph
 
 
 def judgement(evaluator: Evaluator, batches: list) -> dict[str, np.ndarray]:
-    """The chosen legal action and the WDL of every position, batch by batch."""
-    choice, wdl = [], []
+    """The chosen legal action, how far its logit lies above the next legal one's, and the WDL of every
+    position, batch by batch."""
+    choice, gap, wdl = [], [], []
     for b in batches:
         logits, w = evaluator.evaluate(b.planes.numpy())
-        choice.append(np.where(b.legal.numpy(), logits, -np.inf).argmax(axis=1))
+        legal = np.where(b.legal.numpy(), logits, -np.inf)
+        choice.append(legal.argmax(axis=1))
+        two = -np.partition(-legal, 1, axis=1)[:, :2]
+        gap.append(two[:, 0] - two[:, 1])
         wdl.append(w)
-    return {"choice": np.concatenate(choice), "wdl": np.concatenate(wdl)}
+    return {"choice": np.concatenate(choice), "gap": np.concatenate(gap), "wdl": np.concatenate(wdl)}
+
+
+def near_tie_curve(raw: dict[str, np.ndarray], float32: dict[str, np.ndarray], chosen: np.ndarray,
+                   margins: list[float]) -> None:
+    """Move agreement with float32 if the positions int8 alone nearly ties (gap under a margin) were answered
+    in float32, and the share of positions that would be, by margin (zero.inference.NEAR_TIE_LOGITS)."""
+    print("\n| near-tie margin (logits) | positions answered in float32 | same move as float32 |")
+    print("|---:|---:|---:|")
+    for margin in margins:
+        near = raw["gap"] < margin
+        choice = np.where(near, float32["choice"], raw["choice"])
+        print(f"| {margin:g} | {near.mean():.1%} | {(choice == float32['choice'])[chosen].mean():.2%} |")
 
 
 def test_split(dataset: str) -> tuple:
@@ -65,13 +86,15 @@ def expert_scores(answer: dict[str, np.ndarray], data, rows: np.ndarray) -> tupl
 def interleaved_rates(models: dict[str, Evaluator], planes: np.ndarray, batch_sizes: list[int],
                       seconds: float) -> dict[str, list[float]]:
     """Positions/s of each model at each batch size; the models take turns, a second each, so that a change
-    of load falls on all alike."""
+    of load falls on all alike. Each call takes the next `b` of the `planes` (round and round), so that a
+    model whose cost depends on the positions (int8's near ties) is timed over many."""
     rates = {name: [] for name in models}
     for b in batch_sizes:
         rounds = {name: [] for name in models}
+        starts = itertools.cycle(range(0, len(planes) - b + 1, b))
         for _ in range(max(1, round(seconds))):
             for name, ev in models.items():
-                rounds[name].append(timed(lambda: ev.evaluate(planes[:b]), b, 1.0, warmup=1))
+                rounds[name].append(timed(lambda: ev.evaluate(planes[next(starts):][:b]), b, 1.0, warmup=1))
         for name in models:
             rates[name].append(float(np.median(rounds[name])))
     return rates
@@ -107,12 +130,14 @@ def main() -> None:
     parser.add_argument("--dataset", default="runs/expert-oca", help="a pretraining dataset (its test split)")
     parser.add_argument("--batches", nargs="+", type=int, default=[16, 128])
     parser.add_argument("--seconds", type=float, default=4.0, help="timed seconds per speed figure")
+    parser.add_argument("--margins", nargs="+", type=float, default=[0.02, 0.04, 0.06, 0.08, 0.1],
+                        help="near-tie margins for the agreement curve")
     parser.add_argument("--bfloat16", action="store_true", help="also judge and time torch under bfloat16 autocast")
     args = parser.parse_args()
     torch.set_num_threads(1)
     checkpoint = load_checkpoint(args.checkpoint)
-    models = {"float32": Evaluator.from_checkpoint(args.checkpoint, "cpu", precision="float32"),
-              "int8": Evaluator.from_checkpoint(args.checkpoint, "cpu", precision="int8")}
+    models = {name: Evaluator.from_checkpoint(args.checkpoint, "cpu", precision=name)
+              for name in ("float32", "int8-raw", "int8")}
     if args.bfloat16:
         models["bfloat16"] = Evaluator.from_checkpoint(args.checkpoint, "cpu", precision="bfloat16")
     data, rows, batches = test_split(args.dataset)
@@ -131,6 +156,10 @@ def main() -> None:
     for name in list(models)[1:]:
         change = np.abs(answers[name]["wdl"] - answers["float32"]["wdl"])
         print(f"{name} WDL change: largest {change.max():.3f}, mean {change.mean():.4f}")
+    int8 = models["int8"]
+    print(f"int8 answered {int8.near_ties:,} of {int8.positions:,} positions ({int8.near_ties / int8.positions:.1%}) "
+          f"in float32 as near ties (margin {NEAR_TIE_LOGITS:g} logits)")
+    near_tie_curve(answers["int8-raw"], answers["float32"], chosen, args.margins)
 
     planes = batches[0].planes.numpy()
     print("\n| model | " + " | ".join(f"b={b} pos/s" for b in args.batches) + " |")
@@ -142,7 +171,7 @@ def main() -> None:
         print(f"| {name} / float32 | " + " | ".join(f"{i / f:.2f}x" for i, f in zip(rates[name], rates["float32"])) + " |")
 
     b = args.batches[0]
-    graphs = {"float32": export_onnx(checkpoint.build_network()), "int8": int8_graph(checkpoint)}
+    graphs = {"float32": export_onnx(checkpoint.build_network()), "int8-raw": int8_graph(checkpoint)}
     print(f"\ntime per call at b={b} by operator (ONNX Runtime's profiler, microseconds):")
     for name, graph in graphs.items():
         call_us, ops = operator_profile(graph, planes[:b])

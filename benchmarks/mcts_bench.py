@@ -187,7 +187,8 @@ def main() -> None:
     parser.add_argument("--actors", default="1,2", help="actor counts to measure, e.g. 1,2")
     parser.add_argument("--skip-network", action="store_true", help="only the search with the uniform evaluator")
     parser.add_argument("--checkpoint", help="network for part 3 (default: the shipped checkpoint)")
-    parser.add_argument("--precision", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],
+    parser.add_argument("--precision", nargs="+", default=["float32", "int8-raw", "int8"],
+                        choices=["float32", "int8-raw", "int8"],
                         help="the actors' network precision(s) in part 3 (selfplay.precision), taking turns")
     args = parser.parse_args()
 

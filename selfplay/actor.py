@@ -95,9 +95,10 @@ class SelfPlayConfig:
     gpu_games_in_flight: int = setting(512, low=1, high=MAX_GAMES_IN_FLIGHT)
     gpu_leaves_per_tree: int = setting(4, low=1)
     torch_threads: int = setting(1, low=1)  # CPU threads per actor for inference
-    # "auto": the checkpoint's int8 model on the CPU (zero.quantized, about 1.5x float32's evaluations a
-    # second), float32 (bf16 autocast) on a GPU; "float32" everywhere; "int8" only on the CPU; "bfloat16"
-    # torch under bf16 autocast anywhere (on the CPU: a GPU's arithmetic, rehearsed).
+    # "auto": the checkpoint's int8 model on the CPU (zero.quantized, about 1.7x float32's evaluations a
+    # second, its near ties answered in float32: zero.inference), float32 (bf16 autocast) on a GPU;
+    # "float32" everywhere; "int8" and "int8-raw" (near ties not answered again) only on the CPU;
+    # "bfloat16" torch under bf16 autocast anywhere (on the CPU: a GPU's arithmetic, rehearsed).
     precision: str = setting("auto", choices=INFERENCE_PRECISIONS)
     # Which network plays: "best", the gatekeeper's promoted network (AlphaGo Zero's way), or "newest", the
     # trainer's newest candidate (AlphaZero's way: the games come from the freshest network, while the

@@ -1,4 +1,5 @@
-"""Input planes and action indices: perspective symmetry, batch = single, shared from-to actions."""
+"""Input planes and action indices: perspective symmetry, batch = single, shared from-to actions, the board
+read back from the planes and how near a tie a network's best legal moves are."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from hypothesis import given, settings, strategies as st
 from zero.encoding import (
     NUM_ACTIONS, NUM_PLANES, PLANE_NO_PROGRESS, PLANE_OPP_KINGS, PLANE_OPP_MEN, PLANE_OWN_KINGS, PLANE_OWN_MEN,
     PLANE_PLAYABLE, PLANE_REPETITION, action_index, action_squares, count_shared_moves, encode, encode_batch,
-    fill_legal_mask, legal_action_array, legal_actions, legal_policy, move_action,
+    fill_legal_mask, legal_action_array, legal_actions, legal_logit_gaps, legal_policy, move_action, planes_board,
 )
 from zero.bitboard import square_rc
 from zero.game import Game, Move, Position
 from zero.movegen import new_move_buffer
 from zero.notation import fen_to_position
+from zero.reference import reference_moves, square_to_rc
 
 # A black king on 17 can take 22 and 23 or 14 and 23 (via 26 or via 10) and land on 28 both ways.
 SHARED_FEN = "B:W14,15,18,22,23,24,27:BK17"
@@ -142,3 +144,49 @@ def test_shared_action_is_counted_and_its_prior_split():
     assert prior.sum() == pytest.approx(1.0)
     for k in range(3):
         assert prior[k] == pytest.approx(0.25 if k in shared else 0.5)
+
+
+def legal_logit_gap_twin(planes: np.ndarray, logits: np.ndarray) -> float:
+    """legal_logit_gaps read plainly: the board from the planes square by square, its moves from the plain
+    rules (zero.reference) as if the side to move were Black, one logit per distinct from-to action."""
+    def on(plane: int) -> int:
+        return sum(1 << (s - 1) for s in range(1, 33) if planes[plane][square_to_rc(s)] == 1.0)
+
+    own, opp = on(PLANE_OWN_MEN) | on(PLANE_OWN_KINGS), on(PLANE_OPP_MEN) | on(PLANE_OPP_KINGS)
+    actions = {(path[0] - 1) * 32 + path[-1] - 1 for path, _ in reference_moves(own, opp, on(PLANE_OWN_KINGS)
+                                                                                | on(PLANE_OPP_KINGS), True)}
+    best = sorted((float(logits[a]) for a in actions), reverse=True)
+    return best[0] - best[1] if len(best) > 1 else np.inf
+
+
+@settings(max_examples=60, deadline=None)
+@given(positions, st.integers(0, 2**32 - 1))
+def test_the_legal_logit_gap_kernel_matches_its_twin(pos, seed):
+    planes = encode(pos)[None]
+    # Logits rounded to a coarse grid, so that some legal moves tie exactly.
+    logits = (np.random.default_rng(seed).integers(0, 8, (1, NUM_ACTIONS)) / 4).astype(np.float32)
+    gaps = np.empty(1, dtype=np.float32)
+    legal_logit_gaps(planes, logits, gaps)
+    assert gaps[0] == legal_logit_gap_twin(planes[0], logits[0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(positions)
+def test_the_board_read_back_from_the_planes_has_the_positions_moves(pos):
+    own, opp, kings = planes_board(encode(pos))
+    moves, actions = new_move_buffer(), np.zeros(256, dtype=np.int64)
+    n = legal_action_array(own, opp, kings, True, moves, actions)
+    assert sorted(actions[:n].tolist()) == sorted(legal_actions(pos).tolist())
+
+
+def test_moves_that_share_an_action_are_one_choice_not_a_tie():
+    pos = fen_to_position(SHARED_FEN)  # three moves, two actions
+    actions = sorted(set(legal_actions(pos).tolist()))
+    logits = np.zeros((1, NUM_ACTIONS), dtype=np.float32)
+    logits[0, actions] = [1.0, 3.0]
+    gaps = np.empty(1, dtype=np.float32)
+    legal_logit_gaps(encode(pos)[None], logits, gaps)
+    assert gaps[0] == 2.0
+    forced = fen_to_position("B:W14:B10")  # one capture only
+    legal_logit_gaps(encode(forced)[None], logits, gaps)
+    assert gaps[0] == np.inf

@@ -164,6 +164,22 @@ def test_database_suffixes(tiny_checkpoint):
     assert make_player("mcts:db").egdb is not None  # the shipped network
 
 
+def test_precision_suffixes(tiny_checkpoint):
+    # :f32 runs the network in float32, :int8raw the int8 model alone; the default answers int8's near ties
+    # in float32. A player on the clock keeps its evaluator behind a position cache.
+    def precision(player) -> str:
+        evaluator = player.evaluator
+        return getattr(evaluator, "evaluator", evaluator).precision
+
+    assert precision(make_player(f"mcts:{tiny_checkpoint}:8")) == "int8"
+    assert precision(make_player(f"mcts:{tiny_checkpoint}:t0.1:f32")) == "float32"
+    raw = make_player(f"mcts:{tiny_checkpoint}:8:int8raw")
+    assert precision(raw) == "int8-raw" and raw.name.endswith(":8:int8raw")
+    assert make_player(f"policy:{tiny_checkpoint}:int8raw").evaluator.precision == "int8-raw"
+    with pytest.raises(PlayerSpecError, match="one precision"):
+        make_player(f"mcts:{tiny_checkpoint}:8:f32:int8raw")
+
+
 def test_search_settings_in_a_spec(tiny_checkpoint):
     # Trailing KEY=VALUE items set that player's search (how a tuner or a match compares search settings).
     timed = make_player(f"mcts:{tiny_checkpoint}:t0.1:c_puct=2.5:resolve_captures=true")

@@ -25,6 +25,9 @@
     policy...:f32, mcts...:f32
                            the network in float32 instead of its int8 model (on the CPU, where int8 is the
                            default: zero.quantized)
+    policy...:int8raw, mcts...:int8raw
+                           the int8 model's answers alone, the positions it nearly ties not answered again in
+                           float32 (zero.inference)
     mcts...:KEY=VALUE      a search setting of that player (SearchConfig), e.g. mcts:t0.1:c_puct=2.0; several
                            may follow each other; they override what the command's search settings say. A
                            player on the clock also takes its time manager's settings so
@@ -53,14 +56,16 @@ SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a mov
              "(the classical engine: table, quiescence, fitted evaluation), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
              "search, default 200 simulations; mcts[:NET]:tS searches up to S seconds a move, mcts[:NET]:tB+I on a game clock of B seconds and I more a move); NET is a checkpoint file or a run directory (its best network), "
              "the shipped network when left out; a trailing :db plays the endgame database's positions from it, :dbleaves also "
-             "makes them exact leaves of the search; a trailing :f32 runs the network in float32 instead of int8; "
+             "makes them exact leaves of the search; a trailing :f32 runs the network in float32 instead of int8, :int8raw "
+             "in int8 alone (near ties not answered again in float32); "
              "trailing :KEY=VALUE items set that mcts player's search settings, e.g. mcts:t0.1:c_puct=2.0, "
              "and a player on the clock's time manager, e.g. mcts:t0+0.1:moves_to_go=10")
 # The KEY=VALUE items of a spec that set a player's time manager rather than its search.
 TIME_MANAGER_SETTINGS = frozenset(f.name for f in dataclasses.fields(TimeManager))
 T = TypeVar("T", SearchConfig, TimeManager)
 _AB_SHORTHAND = re.compile(r"ab(\d+)")
-OPTIONS = ("dbleaves", "db", "f32")  # longest first: "db" also ends "dbleaves"
+OPTIONS = ("dbleaves", "db", "f32", "int8raw")  # longest first: "db" also ends "dbleaves"
+PRECISION_OPTIONS = {"f32": "float32", "int8raw": "int8-raw"}  # a spec's option -> Evaluator precision
 
 
 class PlayerSpecError(ValueError):
@@ -93,22 +98,26 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         return _classical(args, seed)
     args, settings = _search_settings(args)
     args, options = _trailing_options(args)
-    precision = "float32" if "f32" in options else "auto"
+    precisions = sorted(options & PRECISION_OPTIONS.keys())
+    if len(precisions) > 1:
+        raise PlayerSpecError(f"{spec!r}: one precision a player, :f32 or :int8raw")
+    precision = PRECISION_OPTIONS[precisions[0]] if precisions else "auto"
+    precision_tag = "".join(f":{option}" for option in precisions)
     if name == "policy":
-        if options - {"f32"} or settings:
+        if options - PRECISION_OPTIONS.keys() or settings:
             raise PlayerSpecError(f"only mcts players take :db, :dbleaves or search settings, got {spec!r}")
         from zero.inference import PolicyPlayer
 
         # One position per call is too small a batch to gain from a GPU.
-        return PolicyPlayer(_evaluator(args, "cpu", precision), name=f"policy:{args or 'default'}"
-                            + (":f32" if "f32" in options else ""), seed=seed)
+        return PolicyPlayer(_evaluator(args, "cpu", precision), name=f"policy:{args or 'default'}{precision_tag}",
+                            seed=seed)
     if name == "mcts":
         egdb, leaves = None, False
         if options & {"db", "dbleaves"}:
             from zero.egdb_build import largest_available
 
             egdb, leaves = largest_available(), "dbleaves" in options
-        tag = ("" if egdb is None else ":dbleaves" if leaves else ":db") + (":f32" if "f32" in options else "")
+        tag = ("" if egdb is None else ":dbleaves" if leaves else ":db") + precision_tag
         tag += "".join(f":{item}" for item in settings)
         timing = [item for item in settings if item.partition("=")[0].strip() in TIME_MANAGER_SETTINGS]
         settings = [item for item in settings if item not in timing]
@@ -198,7 +207,8 @@ def _search_settings(args: str) -> tuple[str, list[str]]:
 
 
 def _trailing_options(args: str) -> tuple[str, set[str]]:
-    """A spec's arguments without its trailing options (:db, :dbleaves, :f32, in any order), and those."""
+    """A spec's arguments without its trailing options (:db, :dbleaves, :f32, :int8raw, in any order), and
+    those."""
     options: set[str] = set()
     while True:
         for option in OPTIONS:

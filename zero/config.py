@@ -34,8 +34,9 @@ T = TypeVar("T")
 
 # What a setting may ask the CPU's network evaluations to run in (zero.inference): "auto" is the
 # checkpoint's int8 model where it runs (the CPU with onnxruntime), else float32 (bf16 autocast on a GPU);
-# "bfloat16" is torch under bf16 autocast on any device (a GPU's arithmetic, rehearsed on the CPU).
-INFERENCE_PRECISIONS = ("auto", "float32", "bfloat16", "int8")
+# "int8" answers the positions it nearly ties in float32, "int8-raw" does not; "bfloat16" is torch under
+# bf16 autocast on any device (a GPU's arithmetic, rehearsed on the CPU).
+INFERENCE_PRECISIONS = ("auto", "float32", "bfloat16", "int8", "int8-raw")
 
 
 class ConfigError(ValueError):

@@ -137,6 +137,47 @@ def legal_action_array(black, white, kings, black_to_move, moves, actions):
     return n
 
 
+@njit(cache=True)
+def planes_board(planes):
+    """(own, opponent, kings) bitboards of one position's planes, in the side to move's perspective: the
+    inverse of encode_position's first four planes. As a position with own pieces Black and Black to move it
+    has the real position's legal moves, with the same action indices (action_index(..., True))."""
+    own, opp, kings = 0, 0, 0
+    for b in range(32):
+        r, c = SQUARE_ROW[b], SQUARE_COL[b]
+        bit = np.int64(1) << b
+        if planes[PLANE_OWN_MEN, r, c] > 0.5 or planes[PLANE_OWN_KINGS, r, c] > 0.5:
+            own |= bit
+        if planes[PLANE_OPP_MEN, r, c] > 0.5 or planes[PLANE_OPP_KINGS, r, c] > 0.5:
+            opp |= bit
+        if planes[PLANE_OWN_KINGS, r, c] > 0.5 or planes[PLANE_OPP_KINGS, r, c] > 0.5:
+            kings |= bit
+    return own, opp, kings
+
+
+@njit(cache=True)
+def legal_logit_gaps(planes, logits, gaps):
+    """gaps[i] = how far position i's best legal action's logit lies above its second best distinct legal
+    action's (inf with fewer than two): how near a tie the network's choice of move is. Planes float32
+    [N, NUM_PLANES, 8, 8], logits float32 [N, NUM_ACTIONS], gaps float32/float64 [N]."""
+    moves = np.zeros((movegen.BUFFER_ROWS, movegen.MOVE_FIELDS), dtype=np.int64)
+    actions = np.zeros(movegen.MAX_MOVES, dtype=np.int64)
+    for i in range(planes.shape[0]):
+        own, opp, kings = planes_board(planes[i])
+        n = legal_action_array(own, opp, kings, True, moves, actions)
+        best, second = -np.inf, -np.inf
+        best_action = -1
+        for k in range(n):
+            x = logits[i, actions[k]]
+            if actions[k] == best_action:
+                continue  # moves that share an action share its logit: one choice, not a tie
+            if x > best:
+                best, second, best_action = x, best, actions[k]
+            elif x > second:
+                second = x
+        gaps[i] = best - second if second > -np.inf else np.inf
+
+
 def legal_actions(position) -> np.ndarray:
     """Action indices (int64) of position.legal_moves(), in the same order."""
     moves = position.legal_moves()

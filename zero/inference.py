@@ -8,9 +8,16 @@ torch eager (batches 256 to 1), and as fast as OpenVINO or faster at the batch s
 automatic ("auto"); "torch" or "onnxruntime" force one. Gradients are never tracked.
 
 Precision: an evaluator made from a checkpoint runs, on the CPU, the checkpoint's int8 model by default
-(zero.quantized: about 1.5x float32's speed, derived once and cached beside the checkpoint); training,
+(zero.quantized: about 1.8x float32's speed, derived once and cached beside the checkpoint); training,
 gating and GPUs keep float32 (bf16 autocast on a GPU), and precision="float32" asks for it anywhere;
 precision="bfloat16" runs torch under bf16 autocast on the CPU too (how a GPU computes, rehearsed there).
+
+Near ties. int8's rounding noise is spread over the whole tower, and where the network's two best legal
+moves lie within a few hundredths of a logit it picks the other one about half the time: int8 alone keeps
+float32's move in about 98 % of positions, and no int8 recipe tried reached 99 % (benchmarks/RESULTS.md).
+So "int8" answers those positions again with the float32 network (their legal moves read back from the
+planes, zero.encoding.legal_logit_gaps): a few percent of the positions, for the judgement of float32
+everywhere. "int8-raw" is the int8 model's answers alone.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import torch
 
 from zero.checkpoint import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
 from zero.config import INFERENCE_PRECISIONS
-from zero.encoding import NUM_PLANES, encode_game, move_action
+from zero.encoding import NUM_PLANES, encode_game, legal_logit_gaps, move_action
 from zero.game import Game, Move
 from zero.network import PolicyValueNet
 from zero.onnx_model import export_onnx, onnx_session
@@ -31,6 +38,8 @@ from zero.onnx_model import export_onnx, onnx_session
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "torch", "onnxruntime")
+# Positions whose best two legal logits in the int8 model lie closer than this are answered in float32.
+NEAR_TIE_LOGITS = 0.06
 
 
 def default_device() -> torch.device:
@@ -54,20 +63,23 @@ class Evaluator:
         self._session = None
         if backend == "onnxruntime" and (self.device.type != "cpu" or precision == "bfloat16"):
             raise ValueError("the onnxruntime backend runs float32 or int8 on the CPU")
-        if precision == "int8" and (self.device.type != "cpu" or backend == "torch"):
+        if precision.startswith("int8") and (self.device.type != "cpu" or backend == "torch"):
             raise ValueError("int8 inference runs on the CPU through onnxruntime")
         if backend == "onnxruntime" or (backend == "auto" and self.device.type == "cpu" and not self._autocast):
             try:
                 self._session = onnx_session(self._graph(precision, source))
             except ImportError as exc:
-                if backend == "onnxruntime" or precision == "int8":
+                if backend == "onnxruntime" or precision.startswith("int8"):
                     raise ValueError(f"the onnxruntime backend needs onnxruntime and onnx installed ({exc})") from None
                 log.debug("onnxruntime not available (%s): torch eager on the CPU", exc)
         self.backend = "onnxruntime" if self._session is not None else "torch"
         if self._session is not None:
-            self.precision = "float32" if precision == "float32" else "int8"
+            self.precision = precision if precision in ("float32", "int8-raw") else "int8"
         else:
             self.precision = "bfloat16" if self._autocast else "float32"
+        self._near_tie_session = onnx_session(export_onnx(self.net)) if self.precision == "int8" else None
+        self.positions = 0  # positions the int8 model answered, and of those the near ties answered in float32
+        self.near_ties = 0
 
     def _graph(self, precision: str, source: Path | None) -> bytes:
         """The ONNX graph to run: the int8 model (zero.quantized: cached beside `source`, the checkpoint the
@@ -97,7 +109,10 @@ class Evaluator:
         if planes.ndim != 4 or planes.shape[1:] != (NUM_PLANES, 8, 8):
             raise ValueError(f"expected planes of shape [N, {NUM_PLANES}, 8, 8], got {planes.shape}")
         if self._session is not None:
-            outputs = self._session.run(None, {"planes": np.ascontiguousarray(planes, dtype=np.float32)})
+            planes = np.ascontiguousarray(planes, dtype=np.float32)
+            outputs = self._session.run(None, {"planes": planes})
+            if self._near_tie_session is not None:
+                self._answer_near_ties_in_float32(planes, outputs)
             return outputs[0], outputs[1], outputs[2] if len(outputs) > 2 else None
         with torch.inference_mode():
             x = torch.from_numpy(np.ascontiguousarray(planes, dtype=np.float32)).to(self.device, non_blocking=True)
@@ -107,6 +122,16 @@ class Evaluator:
             wdl = torch.softmax(out.wdl_logits.float(), dim=1).cpu().numpy()
             moves_left = None if out.moves_left is None else out.moves_left.float().cpu().numpy()
         return policy, wdl, moves_left
+
+    def _answer_near_ties_in_float32(self, planes: np.ndarray, outputs: list[np.ndarray]) -> None:
+        gaps = np.empty(len(planes), dtype=np.float32)
+        legal_logit_gaps(planes, outputs[0], gaps)
+        near = np.flatnonzero(gaps < NEAR_TIE_LOGITS)
+        self.positions += len(planes)
+        self.near_ties += len(near)
+        if len(near):
+            for output, again in zip(outputs, self._near_tie_session.run(None, {"planes": planes[near]})):
+                output[near] = again
 
 
 class PolicyPlayer:
