@@ -37,21 +37,22 @@ import torch
 from network_bench import timed
 from train.pretrain_dataset import open_dataset
 from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from zero.encoding import legal_logit_gaps
 from zero.inference import NEAR_TIE_LOGITS, Evaluator
 from zero.onnx_model import export_onnx
 from zero.quantized import int8_graph
 
 
 def judgement(evaluator: Evaluator, batches: list) -> dict[str, np.ndarray]:
-    """The chosen legal action, how far its logit lies above the next legal one's, and the WDL of every
-    position, batch by batch."""
+    """The chosen legal action, how far its logit lies above the next legal one's (as the evaluator's
+    near-tie check measures it), and the WDL of every position, batch by batch."""
     choice, gap, wdl = [], [], []
     for b in batches:
-        logits, w = evaluator.evaluate(b.planes.numpy())
-        legal = np.where(b.legal.numpy(), logits, -np.inf)
-        choice.append(legal.argmax(axis=1))
-        two = -np.partition(-legal, 1, axis=1)[:, :2]
-        gap.append(two[:, 0] - two[:, 1])
+        planes = b.planes.numpy()
+        logits, w = evaluator.evaluate(planes)
+        choice.append(np.where(b.legal.numpy(), logits, -np.inf).argmax(axis=1))
+        gap.append(np.empty(len(planes), dtype=np.float32))
+        legal_logit_gaps(planes, logits, gap[-1])
         wdl.append(w)
     return {"choice": np.concatenate(choice), "gap": np.concatenate(gap), "wdl": np.concatenate(wdl)}
 
