@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
         if game.outcome is not None:
             raise PlayError(f"the game is over in that position ({game.outcome.termination.value}, "
                             f"{side_name(game.position.black_to_move)} to move)")
-        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb, threads=args.threads)
+        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb, threads=args.threads,
+                             opening_book=False)  # analysis searches every position
         result = analysis_json(engine.analyse(game, budget), game.position, game.ply, top=args.top)
     except (EngineError, PlayError) as exc:
         print(f"checkers-zero analyze: {exc}", file=sys.stderr)

@@ -36,7 +36,7 @@ class Engine:
 
         self.settings = settings or EngineSettings()
         self.settings.validate()
-        loaded = PlayEngine.load(checkpoint, endgame_database)
+        loaded = PlayEngine.load(checkpoint, endgame_database, opening_book=False)  # it analyses, never plays
         self.network = loaded.checkpoint.stem
         evaluator = loaded.evaluator
         if self.settings.cache_positions:

@@ -18,6 +18,7 @@ from zero.game import Game, Move
 
 if TYPE_CHECKING:  # the search (numba kernels) is imported only when an engine searches
     from zero.egdb import Egdb
+    from zero.opening_book import OpeningBook
     from selfplay.evaluators import PositionEvaluator
     from selfplay.analysis import Analysis, GameSearch
     from selfplay.search import SearchConfig
@@ -109,24 +110,34 @@ def add_threads_argument(parser: argparse.ArgumentParser) -> None:
                              f"this machine has {os.cpu_count() or 1} cores)")
 
 
+def add_book_argument(parser: argparse.ArgumentParser) -> None:
+    """--no-book, for the commands whose engine plays moves (play, serve)."""
+    parser.add_argument("--no-book", action="store_true",
+                        help="search the opening too (by default the engine plays the OCA experts' main line from "
+                             "an opening book, built from the data folder's OCA_2.0.pdn on first use)")
+
+
 class Engine:
     """A checkpoint's network plus the search of one game at a time (selfplay.analysis.GameSearch: its tree
     follows the game from move to move). Not thread-safe: callers that share one serialise calls."""
 
     def __init__(self, evaluator: PositionEvaluator, checkpoint: Path, search_config: SearchConfig | None = None,
-                 egdb: Egdb | None = None) -> None:
+                 egdb: Egdb | None = None, book: OpeningBook | None = None) -> None:
         self.evaluator = evaluator
         self.checkpoint = checkpoint
         self.search_config = search_config
         self.egdb = egdb  # positions it holds are exact in the search and in the analysis
+        self.book = book  # where it has the position, `choose` plays its move unsearched
         self._search = None  # made on the first search, which imports the numba kernels
 
     @classmethod
-    def load(cls, checkpoint: str | Path | None = None, endgame_database: bool = True, threads: int = 1) -> Engine:
+    def load(cls, checkpoint: str | Path | None = None, endgame_database: bool = True, threads: int = 1,
+             opening_book: bool = True) -> Engine:
         """The engine for a checkpoint file or a run directory (its best network), by default the shipped
         network; with the endgame database (the largest built, the 4-piece one built on first use in
-        seconds) unless told not to; its search keeps `threads` network calls in flight
-        (selfplay.search.SearchConfig.threads)."""
+        seconds) and the opening book (zero.opening_book, built from the data folder's OCA games on first
+        use; none when that file is absent) unless told not to; its search keeps `threads` network calls in
+        flight (selfplay.search.SearchConfig.threads)."""
         from selfplay.analysis import single_game_search
         from zero.checkpoint import CheckpointError, resolve_checkpoint
         from zero.inference import Evaluator
@@ -162,7 +173,17 @@ class Engine:
                 egdb = largest_available()
             except (EgdbFileError, OSError) as exc:
                 raise EngineError(f"endgame database: {exc} (or play without it: --no-egdb)") from None
-        return cls(evaluator, path, search_config, egdb=egdb)
+        book = None
+        if opening_book:
+            from zero.opening_book import ensure_book
+
+            try:
+                book = ensure_book()
+            except FileNotFoundError:
+                book = None  # no OCA games to build it from: the engine searches its opening moves
+            except OSError as exc:
+                raise EngineError(f"opening book: {exc} (or play without it: --no-book)") from None
+        return cls(evaluator, path, search_config, egdb=egdb, book=book)
 
     @property
     def name(self) -> str:
@@ -182,9 +203,12 @@ class Engine:
 
     def choose(self, game: Game, budget: Budget) -> tuple[Move, Analysis | None]:
         """The engine's move and the search behind it (selfplay.analysis.GameSearch.choose): a forced move
-        is played at once, unsearched (None); on the clock the search stops once its move cannot change."""
+        and the opening book's move are played at once, unsearched (None); on the clock the search stops
+        once its move cannot change."""
         if game.outcome is not None:
             raise EngineError("the game is over: there is nothing to search")
+        if self.book is not None and (move := self.book.move(game.position)) is not None:
+            return move, None
         move, analysis = self._game_search().choose(game, budget.simulations, budget.seconds)
         return move, None if analysis is None else self._described(analysis, game)
 

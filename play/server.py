@@ -59,7 +59,9 @@ from typing import Any, Callable
 from zero.config import check_settings, setting
 from zero.game import Position
 from zero.notation import NotationError, fen_to_position
-from play.engine import DEFAULT_LEVEL, LEVELS, Budget, Engine, EngineError, add_threads_argument, budget_for
+from play.engine import (
+    DEFAULT_LEVEL, LEVELS, Budget, Engine, EngineError, add_book_argument, add_threads_argument, budget_for,
+)
 from play.session import HumanGame, PlayError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -521,6 +523,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-egdb", action="store_true",
                         help="search without the endgame database (by default positions of few pieces are exact)")
     add_threads_argument(parser)
+    add_book_argument(parser)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"port to listen on (default {DEFAULT_PORT}; 0 = any free port)")
     parser.add_argument("--host", default=DEFAULT_HOST,
@@ -532,7 +535,8 @@ def run(args: argparse.Namespace) -> int:
     # Loading the network and compiling the search take seconds (more after an install): say so at once.
     print("checkers-zero serve: loading the network and preparing the search ...", flush=True)
     try:
-        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb, threads=args.threads)
+        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb, threads=args.threads,
+                             opening_book=not args.no_book)
     except EngineError as exc:
         print(f"checkers-zero serve: {exc}", file=sys.stderr)
         return 2

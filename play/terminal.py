@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from zero.bitboard import square_rc
 from zero.game import Move, Position
 from zero.notation import NotationError
-from play.engine import LEVELS, Budget, EngineError, add_threads_argument, budget_for, side_name
+from play.engine import LEVELS, Budget, EngineError, add_book_argument, add_threads_argument, budget_for, side_name
 from play.session import HumanGame, PlayError, load_start
 
 HELP = """\
@@ -40,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-egdb", action="store_true",
                         help="search without the endgame database (by default positions of few pieces are exact)")
     add_threads_argument(parser)
+    add_book_argument(parser)
     strength = parser.add_mutually_exclusive_group()
     strength.add_argument("--level", choices=list(LEVELS), help="named strength (default: club)")
     strength.add_argument("--sims", type=int, metavar="N", help="search simulations per engine move")
@@ -146,8 +147,10 @@ class TerminalGame:
     def engine_turn(self) -> None:
         s = self.session
         self.say(f"Engine thinking ({s.budget})...")
+        forced = len(s.game.legal_moves()) == 1
         move = s.engine_move()
-        self.say(f"Engine plays {move}" + (" (forced: its only legal move)" if s.last_thinking is None else ""))
+        unsearched = " (forced: its only legal move)" if forced else " (the opening book's move)"
+        self.say(f"Engine plays {move}" + (unsearched if s.last_thinking is None else ""))
         if self.show_analysis and s.last_thinking is not None:
             self.say(thinking_text(s.last_thinking, "engine's view"))
 
@@ -273,7 +276,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         budget: Budget = budget_for(args.level, args.sims, args.time)
         start, moves = load_start(args.fen, args.pdn)
-        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb, threads=args.threads)
+        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb, threads=args.threads,
+                             opening_book=not args.no_book)
     except (EngineError, PlayError) as exc:
         print(f"checkers-zero play: {exc}", file=sys.stderr)
         return 2

@@ -1,5 +1,6 @@
-"""Test-wide settings: the endgame databases the tests build live in a folder of this session's, so that
-what an engine finds there (the 4-piece database, built on first use) is the same on every machine."""
+"""Test-wide settings: the endgame databases and the opening book the tests build live in a folder of this
+session's, so that what an engine finds there (the 4-piece database, built on first use) is the same on every
+machine, and the user's own are never written."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 import shutil
 import tempfile
 
-from zero import egdb
+from zero import egdb, opening_book
 
 # Where this machine keeps its databases (a 5-piece one, if built, serves test_egdb's key endings).
 USER_EGDB_VARIABLE = "CHECKERS_ZERO_EGDB_USER"
@@ -18,6 +19,7 @@ def pytest_configure(config) -> None:
     folder = tempfile.mkdtemp(prefix="checkers-zero-egdb-")
     config._test_egdb_folder = folder
     os.environ[egdb.ENV_VAR] = folder
+    os.environ[opening_book.ENV_VAR] = os.path.join(folder, "book.npz")
 
 
 def pytest_unconfigure(config) -> None:

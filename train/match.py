@@ -46,6 +46,7 @@ from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, SearchConfig, warm_up
 from selfplay.time_manager import GameClock, TimeManager, move_time
 from zero.egdb import Egdb
+from zero.opening_book import OpeningBook
 from zero.endgame_judge import EndgameMistakes, judge_game
 from zero.game import Game, Move, Outcome, RulesConfig, Termination
 from zero.openings import Opening
@@ -74,6 +75,8 @@ class NetworkPlayer:
     # search config's database_leaves is on).
     egdb: Egdb | None = None
     clock: GameClock | None = None
+    # An opening book: where it has the position, its move is played at once (zero.opening_book).
+    book: OpeningBook | None = None
     # How a player on the clock spends it (when it stops early, thinks on, draws on its bank).
     time_manager: TimeManager = field(default_factory=TimeManager)
 
@@ -480,6 +483,9 @@ def play_match(
                 legal = slot.game.legal_moves()
                 if len(legal) == 1:
                     move = legal[0]
+                elif isinstance(player, NetworkPlayer) and player.book is not None and \
+                        (book_move := player.book.move(slot.game.position)) is not None:
+                    move = book_move
                 elif isinstance(player, NetworkPlayer) and player.egdb is not None and \
                         slot.game.position.piece_count() <= player.egdb.max_pieces:
                     # As play does: a position the database holds is played from it, perfectly, unsearched.

@@ -22,6 +22,9 @@
                            played from it (the largest database built, the 4-piece one built on first use)
     mcts...:dbleaves       the same, and its positions are exact leaves of the search too
                            (search.database_leaves)
+    mcts...:book           the experts' main line played at once where the opening book has it
+                           (zero.opening_book: the OCA games' most played move at a position at least 10
+                           of them reached in their first 30 plies; built from the OCA file on first use)
     policy...:f32, mcts...:f32
                            the network in float32 instead of its int8 model (on the CPU, where int8 is the
                            default: zero.quantized)
@@ -56,7 +59,7 @@ SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a mov
              "(the classical engine: table, quiescence, fitted evaluation), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
              "search, default 200 simulations; mcts[:NET]:tS searches up to S seconds a move, mcts[:NET]:tB+I on a game clock of B seconds and I more a move); NET is a checkpoint file or a run directory (its best network), "
              "the shipped network when left out; a trailing :db plays the endgame database's positions from it, :dbleaves also "
-             "makes them exact leaves of the search; a trailing :f32 runs the network in float32 instead of int8, :int8raw "
+             "makes them exact leaves of the search, :book plays the OCA experts' main line from an opening book; a trailing :f32 runs the network in float32 instead of int8, :int8raw "
              "in int8 alone (near ties not answered again in float32); "
              "trailing :KEY=VALUE items set that mcts player's search settings, e.g. mcts:t0.1:c_puct=2.0, "
              "and a player on the clock's time manager, e.g. mcts:t0+0.1:moves_to_go=10")
@@ -64,7 +67,7 @@ SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a mov
 TIME_MANAGER_SETTINGS = frozenset(f.name for f in dataclasses.fields(TimeManager))
 T = TypeVar("T", SearchConfig, TimeManager)
 _AB_SHORTHAND = re.compile(r"ab(\d+)")
-OPTIONS = ("dbleaves", "db", "f32", "int8raw")  # longest first: "db" also ends "dbleaves"
+OPTIONS = ("dbleaves", "db", "f32", "int8raw", "book")  # longest first: "db" also ends "dbleaves"
 PRECISION_OPTIONS = {"f32": "float32", "int8raw": "int8-raw"}  # a spec's option -> Evaluator precision
 
 
@@ -105,7 +108,7 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
     precision_tag = "".join(f":{option}" for option in precisions)
     if name == "policy":
         if options - PRECISION_OPTIONS.keys() or settings:
-            raise PlayerSpecError(f"only mcts players take :db, :dbleaves or search settings, got {spec!r}")
+            raise PlayerSpecError(f"only mcts players take :db, :dbleaves, :book or search settings, got {spec!r}")
         from zero.inference import PolicyPlayer
 
         # One position per call is too small a batch to gain from a GPU.
@@ -117,7 +120,9 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
             from zero.egdb_build import largest_available
 
             egdb, leaves = largest_available(), "dbleaves" in options
-        tag = ("" if egdb is None else ":dbleaves" if leaves else ":db") + precision_tag
+        tag = ("" if egdb is None else ":dbleaves" if leaves else ":db") + (":book" if "book" in options else "")
+        tag += precision_tag
+        book = _book() if "book" in options else None
         tag += "".join(f":{item}" for item in settings)
         timing = [item for item in settings if item.partition("=")[0].strip() in TIME_MANAGER_SETTINGS]
         settings = [item for item in settings if item not in timing]
@@ -137,7 +142,7 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
             config = _with_settings(single_game_search(config), settings, spec)
             return NetworkPlayer(f"mcts:{net or 'default'}:t{clock or f'{seconds:g}'}{tag}",
                                  CachedEvaluator(_evaluator(net, None, precision)), None, config,
-                                 seconds=seconds, egdb=egdb, clock=clock,
+                                 seconds=seconds, egdb=egdb, clock=clock, book=book,
                                  time_manager=_with_settings(TimeManager(), timing, spec))
         if timing:
             raise PlayerSpecError(f"{spec!r}: {', '.join(timing)} set the time manager of a player on the clock "
@@ -148,7 +153,7 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         if simulations < 1:
             raise PlayerSpecError(f"mcts needs at least 1 simulation, got {spec!r}")
         return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}{tag}", _evaluator(net, None, precision),
-                             simulations, _with_settings(config, settings, spec), egdb=egdb)
+                             simulations, _with_settings(config, settings, spec), egdb=egdb, book=book)
     raise PlayerSpecError(f"unknown player {spec!r}; players: {SPEC_HELP}")
 
 
@@ -218,6 +223,16 @@ def _trailing_options(args: str) -> tuple[str, set[str]]:
                 break
         else:
             return args, options
+
+
+def _book():
+    """The opening book (zero.opening_book), built from the OCA games on first use."""
+    from zero.opening_book import BookFileError, ensure_book
+
+    try:
+        return ensure_book()
+    except (BookFileError, FileNotFoundError) as exc:
+        raise PlayerSpecError(f"no opening book: {exc}") from None
 
 
 def _evaluator(net: str, device: str | None, precision: str = "auto"):

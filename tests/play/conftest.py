@@ -34,4 +34,4 @@ def tiny_checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def engine(tiny_checkpoint):
-    return Engine.load(tiny_checkpoint)
+    return Engine.load(tiny_checkpoint, opening_book=False)

@@ -75,7 +75,7 @@ def test_binds_loopback_by_default(engine):
 def test_serve_says_it_is_starting_before_it_loads_the_network(engine, monkeypatch, capsys):
     said_before_loading = []
 
-    def load(cls, checkpoint=None, endgame_database=True, threads=1):
+    def load(cls, checkpoint=None, endgame_database=True, threads=1, opening_book=True):
         said_before_loading.append(capsys.readouterr().out)
         return engine
 

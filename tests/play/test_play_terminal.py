@@ -14,7 +14,8 @@ from play.engine import DRAW_ACCEPT_MAX_SCORE
 
 def play(monkeypatch, capsys, tiny_checkpoint, tmp_path, script: str, *extra: str) -> tuple[int, str]:
     monkeypatch.setattr("sys.stdin", io.StringIO(script))
-    code = main(["play", "--checkpoint", str(tiny_checkpoint), "--sims", "4",
+    # Without the opening book, so that the engine searches its opening moves as these tests expect.
+    code = main(["play", "--checkpoint", str(tiny_checkpoint), "--sims", "4", "--no-book",
                  "--save", str(tmp_path / "game.pdn"), *extra])
     captured = capsys.readouterr()
     return code, captured.out + captured.err
@@ -259,3 +260,21 @@ def test_the_saved_game_names_every_level_the_engine_played_at(engine, tmp_path)
     assert f"{second} {{engine at beginner from here}}" in text
     # One level all game: no comments, the name as before.
     assert "{" not in HumanGame(engine, True, Budget(simulations=2), level="club").pdn()
+
+
+def test_the_engine_plays_the_opening_books_move_unsearched(monkeypatch, capsys, tiny_checkpoint, tmp_path):
+    from zero.opening_book import build_book, save_book
+    from zero.pdn import read_pdn_text
+
+    # Ten games in which White answered 11-15 with 23-19: the book's move there.
+    book = tmp_path / "book.npz"
+    save_book(build_book(read_pdn_text('[Result "1/2-1/2"]\n1. 11-15 23-19 1/2-1/2\n\n' * 10), "test"), book)
+    monkeypatch.setenv("CHECKERS_ZERO_BOOK", str(book))
+    monkeypatch.setattr("sys.stdin", io.StringIO("11-15\nquit\n"))
+    assert main(["play", "--checkpoint", str(tiny_checkpoint), "--sims", "4", "--analysis",
+                 "--save", str(tmp_path / "game.pdn")]) == 0
+    out = capsys.readouterr().out
+    assert "Engine plays 23-19 (the opening book's move)" in out and "simulations;" not in out
+    # --no-book: the engine searches the same move.
+    code, out = play(monkeypatch, capsys, tiny_checkpoint, tmp_path, "11-15\nquit\n", "--analysis")
+    assert code == 0 and "opening book" not in out and "simulations;" in out
