@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from zero.data import data_file
+from zero.data import OCA_FILE, data_file
 from zero.game import Game, Position, RulesConfig
 from zero.openings import Opening
 from zero.opening_book import (
-    BookFileError, OCA_FILE, book_from_pdn, build_book, ensure_book, load_book, save_book,
+    BookFileError, book_from_pdn, build_book, ensure_book, load_book, save_book,
 )
 from zero.pdn import read_pdn_text
 

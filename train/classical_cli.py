@@ -12,7 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-OCA_FILE = "OCA_2.0.pdn"
+from zero.data import OCA_FILE, data_dir
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,7 +29,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from train.classical_fit import DEFAULT_L2, FitError, fit_and_write, format_fit
     from zero.classical import DEFAULT_EVAL
-    from zero.data import data_dir
 
     if args.every < 1:
         print("error: --every must be at least 1", file=sys.stderr)

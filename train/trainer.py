@@ -31,7 +31,7 @@ from train.learning import HeadWeights, Learner, OptimConfig, Samples, samples_f
 from train.pretrain_dataset import DatasetError, build_dataset, open_dataset
 from zero.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from zero.config import check_settings, setting
-from zero.data import data_file
+from zero.data import OCA_FILE, data_file
 from zero.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -124,9 +124,9 @@ def resolve_expert_data(run_dir: Path, setting: str) -> Path | None:
         return None
     if setting != "auto":
         return Path(setting)
-    pdn = data_file("OCA_2.0.pdn")
+    pdn = data_file(OCA_FILE)
     if pdn is None:
-        log.warning("no OCA_2.0.pdn found: training on self-play positions only")
+        log.warning("no %s found: training on self-play positions only", OCA_FILE)
         return None
     out = RunDir(run_dir).expert_data
     try:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 ENV_VAR = "CHECKERS_ZERO_DATA"
+OCA_FILE = "OCA_2.0.pdn"  # the Open Checkers Archive's games, in the data folder
 
 
 def data_dir() -> Path | None:

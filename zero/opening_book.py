@@ -26,14 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from zero.config import atomic_write_bytes
-from zero.data import require_data_file
+from zero.data import OCA_FILE, require_data_file
 from zero.game import Move, Position
 from zero.pdn import PdnGame, read_pdn
 
 ENV_VAR = "CHECKERS_ZERO_BOOK"
 FORMAT = "checkers-zero-opening-book"
 VERSION = 1
-OCA_FILE = "OCA_2.0.pdn"
 MAX_PLIES = 30  # deep enough for the 3-move ballot's main lines; deeper, few positions recur
 MIN_GAMES = 10  # games through a position before the book answers there
 _COLUMNS = ("black", "white", "kings", "black_to_move", "move_from", "move_to", "captured", "games", "score")
