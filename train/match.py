@@ -46,9 +46,9 @@ from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, SearchConfig, warm_up
 from selfplay.time_manager import GameClock, TimeManager, move_time
 from zero.egdb import Egdb
-from zero.opening_book import OpeningBook
 from zero.endgame_judge import EndgameMistakes, judge_game
 from zero.game import Game, Move, Outcome, RulesConfig, Termination
+from zero.opening_book import OpeningBook
 from zero.openings import Opening
 from zero.players import Player
 

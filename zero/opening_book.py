@@ -6,7 +6,7 @@ A book holds, for every position reached within `max_plies` of a game's start in
 move played there: how many games played it and the mover's score in them (1 win, 1/2 draw). Positions
 merge across games and move orders (transpositions). `move` answers only where the experts' evidence is
 broad: at least `min_games` games through the position, and then their most played move (ties to the
-better score, then to move-generation order).
+better score, then to the lower from-, to- and captured squares).
 
 Built from the PDN in seconds (`build_book`), saved once under the cache (`ensure_book`) and checked when
 loaded: a damaged or foreign file is refused with a clear message and `ensure_book` builds it again.
@@ -66,6 +66,8 @@ class OpeningBook:
         self._moves: dict[tuple[int, int, int, bool], list[BookMove]] = defaultdict(list)
         for b, w, k, btm, frm, to, cap, games, score in zip(*(columns[name].tolist() for name in _COLUMNS)):
             self._moves[(b, w, k, bool(btm))].append(BookMove(frm, to, cap, games, score))
+        for moves in self._moves.values():
+            moves.sort(key=lambda m: (-m.games, -m.score))  # stable: equal ones stay in the rows' order
 
     def __len__(self) -> int:
         """Positions in the book."""
@@ -73,8 +75,7 @@ class OpeningBook:
 
     def entries(self, position: Position) -> list[BookMove]:
         """The book's moves at `position`, most played first (empty when it is not in the book)."""
-        found = self._moves.get((position.black, position.white, position.kings, position.black_to_move), [])
-        return sorted(found, key=lambda m: (-m.games, -m.score))
+        return list(self._moves.get((position.black, position.white, position.kings, position.black_to_move), []))
 
     def move(self, position: Position, min_games: int | None = None) -> Move | None:
         """The experts' most played legal move at `position` when at least `min_games` (default the book's)
@@ -139,7 +140,7 @@ def load_book(path: Path) -> OpeningBook:
         with np.load(path, allow_pickle=False) as data:
             fields = {name: data[name] for name in data.files}
     except FileNotFoundError:
-        raise BookFileError(f"{path}: no opening book there (build it with `checkers-zero book build`)") from None
+        raise BookFileError(f"{path}: no opening book there (it is built from the OCA games on first use)") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise BookFileError(f"{path}: not a readable opening book ({exc})") from None
     if str(fields.get("format", "")) != FORMAT:
