@@ -72,7 +72,7 @@ def bench_uniform(trees: int, leaves_per_tree: int, simulations: int, repeats: i
         if best is None or cpu < best["cpu"]:
             t = search.times
             best = {"trees": trees, "leaves_per_tree": leaves_per_tree, "simulations": simulations, "sims": sims,
-                    "wall": wall, "cpu": cpu, "select": t.select, "encode": t.encode, "evaluate": t.evaluate,
+                    "wall": wall, "cpu": cpu, "select": t.select, "evaluate": t.evaluate,
                     "expand": t.expand, "batch": t.leaves / max(t.batches, 1)}
     return best
 
@@ -146,8 +146,7 @@ def actors_total(stats: list) -> dict:
     """What the actors of one measurement did together (ActorStats summed over the longest elapsed time):
     counts, rates, and each stage's share (%) of the time spent in the search."""
     elapsed = max(s.elapsed for s in stats)
-    stages = {"tree": sum(s.tree_seconds for s in stats), "encode": sum(s.encode_seconds for s in stats),
-              "evaluate": sum(s.evaluate_seconds for s in stats)}
+    stages = {"tree": sum(s.tree_seconds for s in stats), "evaluate": sum(s.evaluate_seconds for s in stats)}
     busy = sum(stages.values())
     moves = sum(s.moves for s in stats)
     return {"games": sum(s.games for s in stats), "moves": moves, "positions_per_hour": moves / elapsed * 3600,
@@ -196,14 +195,14 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f} at start")
     print("\n1. search alone, uniform evaluator, single thread")
     print("| trees | leaves/tree | sims/move | batch | M sims/s (CPU) | M sims/s (wall) "
-          "| select | encode | evaluate | expand |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| select (with encoding) | evaluate | expand |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for trees, leaves, sims in ((16, 16, 800), (64, 8, 800), (256, 8, 800)):
         r = bench_uniform(trees, leaves, sims)
-        total = r["select"] + r["encode"] + r["evaluate"] + r["expand"]
+        total = r["select"] + r["evaluate"] + r["expand"]
         print(f"| {trees} | {leaves} | {sims} | {r['batch']:.0f} | {r['sims'] / r['cpu'] / 1e6:.2f} | "
               f"{r['sims'] / r['wall'] / 1e6:.2f} | " + " | ".join(
-                  f"{100 * r[k] / total:.0f}%" for k in ("select", "encode", "evaluate", "expand")) + " |")
+                  f"{100 * r[k] / total:.0f}%" for k in ("select", "evaluate", "expand")) + " |")
 
     print("\n2. tree reuse (64 games, 400 visits per move, uniform evaluator, first 30 moves)")
     _print_reuse(bench_tree_reuse(UniformEvaluator()))
@@ -222,15 +221,15 @@ def main() -> None:
                                       trees=8, moves=15))
         print(f"self-play, default SelfPlayConfig, {args.seconds:.0f} s per run")
         print("| precision | actors | load avg | games done | moves | positions/hour | sims/s | net evals/s "
-              "| tree | encode | inference |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "| tree (with encoding) | inference |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for actors in (int(a) for a in args.actors.split(",")):
             for precision in args.precision:
                 config = SelfPlayConfig(precision=precision)
                 t = actors_total(bench_actors(actors, args.seconds, run_dir, config))
                 print(f"| {precision} | {actors} | {os.getloadavg()[0]:.1f} | {t['games']} | {t['moves']} "
                       f"| {t['positions_per_hour']:.0f} | {t['sims_per_s']:.0f} | {t['evals_per_s']:.0f} | {t['tree_share']:.0f}% | "
-                      f"{t['encode_share']:.0f}% | {t['evaluate_share']:.0f}% |")
+                      f"{t['evaluate_share']:.0f}% |")
 
 
 if __name__ == "__main__":

@@ -157,8 +157,7 @@ class ActorStats:
     moves: int = 0  # moves played, in finished games and in games still in flight or discarded
     simulations: int = 0  # search simulations (network leaves plus visits to terminal nodes)
     leaves: int = 0  # positions evaluated by the network
-    tree_seconds: float = 0.0  # selection, rules checks, expansion, backup
-    encode_seconds: float = 0.0
+    tree_seconds: float = 0.0  # selection, rules checks, input planes, expansion, backup
     evaluate_seconds: float = 0.0
     elapsed: float = 0.0
 
@@ -473,7 +472,6 @@ class Actor:
     def _add_times(self, gen: _Generation) -> None:
         times = gen.search.times
         self.stats.tree_seconds += times.tree_seconds
-        self.stats.encode_seconds += times.encode
         self.stats.evaluate_seconds += times.evaluate
         self.stats.leaves += times.leaves
         self.stats.simulations += times.simulations

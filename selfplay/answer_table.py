@@ -4,7 +4,9 @@ the numba kernels that read and fill it.
 Why kernels: a search on the clock asks about a dozen positions a call, and the network answers them in a
 few hundred microseconds. A cache in Python (a dict from each row's bytes, an array copy per row) spent
 about 100 microseconds a call, a fifth of the search's step; here one kernel hashes a batch, one gathers
-its hits and lists the positions to ask, and one stores the answers and fills in the misses.
+its hits and lists the positions to ask, and one stores the answers and fills in the misses. The search's
+own selection kernel (`selfplay.mcts.select_leaves`) recalls a leaf's answer with `recall`, so that a
+position the table holds never waits in a network batch.
 
 A position's key is a 64-bit hash of its planes: the XOR, over the planes' nonzero values, of a mixed word
 of the value's index and bits (Zobrist keys, computed instead of drawn). Two different positions share a
@@ -20,10 +22,46 @@ recently used position is forgotten".
 
 from __future__ import annotations
 
+import threading
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
+from zero.encoding import NUM_ACTIONS
+
 WAYS = 4  # slots a bucket: a position has this many places to live, and pushes out the oldest of them
+
+
+class AnswerArrays(NamedTuple):
+    """The table as plain arrays, the argument of the kernels (numba takes it as a tuple)."""
+
+    keys: np.ndarray  # uint64 [slots]: each slot's position key, 0 for an empty slot
+    last_used: np.ndarray  # int64 [slots]: each slot's last use (-1: none yet)
+    clock: np.ndarray  # int64 [1]: uses so far
+    logits: np.ndarray  # float32 [slots, NUM_ACTIONS]
+    wdl: np.ndarray  # float32 [slots, 3]
+
+
+def new_answer_arrays(capacity: int) -> AnswerArrays:
+    """An empty table of at least `capacity` slots (whole buckets); `capacity` 0 gives a table that holds
+    nothing, what the search's kernels get when no table is used."""
+    slots = -(-capacity // WAYS) * WAYS
+    return AnswerArrays(np.zeros(slots, dtype=np.uint64), np.full(slots, -1, dtype=np.int64),
+                        np.zeros(1, dtype=np.int64),
+                        np.zeros((slots, NUM_ACTIONS), dtype=np.float32),  # pages touched only when used
+                        np.zeros((slots, 3), dtype=np.float32))
+
+
+class AnswerTable:
+    """A table and the lock its users take: the calls of a search with several in flight (and the search's
+    own selection, which recalls answers) come from several threads."""
+
+    def __init__(self, capacity: int):
+        self.arrays = new_answer_arrays(capacity)
+        self.lock = threading.Lock()
+        self.hits = 0  # answers recalled, by the evaluator and by a search's selection
+        self.misses = 0  # positions asked of the wrapped evaluator
 
 _SPLIT1 = np.uint64(0xBF58476D1CE4E5B9)
 _SPLIT2 = np.uint64(0x94D049BB133111EB)
@@ -38,15 +76,21 @@ def _mix(x):
 
 
 @njit(cache=True)
+def row_key(words):
+    """The key of one position (`words`: uint32 [W], its planes' float32 bits)."""
+    h = np.uint64(0)
+    for i in range(words.shape[0]):
+        v = words[i]
+        if v != 0:
+            h ^= _mix((np.uint64(i) << np.uint64(32)) | np.uint64(v))
+    return h if h != 0 else np.uint64(1)
+
+
+@njit(cache=True)
 def hash_rows(words, keys):
     """keys[r] = the key of row r of `words` (uint32 [N, W]: the planes' float32 bits, a row a position)."""
     for r in range(words.shape[0]):
-        h = np.uint64(0)
-        for i in range(words.shape[1]):
-            v = words[r, i]
-            if v != 0:
-                h ^= _mix((np.uint64(i) << np.uint64(32)) | np.uint64(v))
-        keys[r] = h if h != 0 else np.uint64(1)
+        keys[r] = row_key(words[r])
 
 
 @njit(cache=True, inline="always")
@@ -66,20 +110,29 @@ def _find(table_keys, key):
 
 
 @njit(cache=True)
-def gather_hits(table_keys, last_used, clock, table_logits, table_wdl, keys, out_logits, out_wdl, ask,
-                answer_of):
-    """Copy the remembered answers of the batch's positions (`keys`) into out_*, marking their slots used
-    (clock[0] counts the uses); list in `ask` the first batch row of each position not remembered (once,
-    however often it repeats), and in answer_of[r] the index in `ask` of row r's position (-1 for a hit).
-    Returns how many positions to ask."""
+def recall(table, key):
+    """The slot holding `key`'s answer, marked used (table.clock counts the uses), or -1 where the table
+    does not hold it (a table of no slots holds nothing)."""
+    if table.keys.shape[0] == 0:
+        return -1
+    slot = _find(table.keys, key)
+    if slot >= 0:
+        table.clock[0] += 1
+        table.last_used[slot] = table.clock[0]
+    return slot
+
+
+@njit(cache=True)
+def gather_hits(table, keys, out_logits, out_wdl, ask, answer_of):
+    """Copy the remembered answers of the batch's positions (`keys`) into out_*; list in `ask` the first
+    batch row of each position not remembered (once, however often it repeats), and in answer_of[r] the
+    index in `ask` of row r's position (-1 for a hit). Returns how many positions to ask."""
     asked = 0
     for r in range(keys.shape[0]):
-        slot = _find(table_keys, keys[r])
+        slot = recall(table, keys[r])
         if slot >= 0:
-            clock[0] += 1
-            last_used[slot] = clock[0]
-            out_logits[r, :] = table_logits[slot]
-            out_wdl[r, :] = table_wdl[slot]
+            out_logits[r, :] = table.logits[slot]
+            out_wdl[r, :] = table.wdl[slot]
             answer_of[r] = -1
             continue
         answer_of[r] = asked
@@ -94,24 +147,23 @@ def gather_hits(table_keys, last_used, clock, table_logits, table_wdl, keys, out
 
 
 @njit(cache=True)
-def store_answers(table_keys, last_used, clock, table_logits, table_wdl, keys, ask, asked, logits, wdl,
-                  answer_of, out_logits, out_wdl):
+def store_answers(table, keys, ask, asked, logits, wdl, answer_of, out_logits, out_wdl):
     """Remember the answers (logits[j], wdl[j]) of the positions asked (keys[ask[j]]), each in its bucket's
     slot used longest ago, and copy them into the batch rows that wanted them (answer_of >= 0)."""
     for j in range(asked):
         key = keys[ask[j]]
-        slot = _find(table_keys, key)  # another thread's call may have stored it meanwhile
+        slot = _find(table.keys, key)  # another thread's call may have stored it meanwhile
         if slot < 0:
-            base = _bucket(table_keys, key)
+            base = _bucket(table.keys, key)
             slot = base
             for w in range(1, WAYS):
-                if last_used[base + w] < last_used[slot]:
+                if table.last_used[base + w] < table.last_used[slot]:
                     slot = base + w
-        table_keys[slot] = key
-        clock[0] += 1
-        last_used[slot] = clock[0]
-        table_logits[slot, :] = logits[j]
-        table_wdl[slot, :] = wdl[j]
+        table.keys[slot] = key
+        table.clock[0] += 1
+        table.last_used[slot] = table.clock[0]
+        table.logits[slot, :] = logits[j]
+        table.wdl[slot, :] = wdl[j]
     for r in range(keys.shape[0]):
         j = answer_of[r]
         if j >= 0:

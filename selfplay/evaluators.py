@@ -11,12 +11,11 @@ evaluator's answers by position.
 from __future__ import annotations
 
 import hashlib
-import threading
 from typing import Protocol
 
 import numpy as np
 
-from selfplay.answer_table import WAYS, gather_hits, hash_rows, store_answers
+from selfplay.answer_table import AnswerTable, gather_hits, hash_rows, store_answers
 from zero.encoding import NUM_ACTIONS, PLANE_OPP_KINGS, PLANE_OPP_MEN, PLANE_OWN_KINGS, PLANE_OWN_MEN
 
 
@@ -83,8 +82,10 @@ class CachedEvaluator:
     a new position pushes out the one of its bucket used longest ago (`selfplay.answer_table`).
 
     Checkers transposes often, and a game searched move after move meets again the positions of the last
-    search's tree: those cost no network call. About 4 KB a position (1,024 float32 logits), so the
-    default holds 64 MB. Answers are the same values the wrapped evaluator gave, row for row.
+    search's tree: those cost no network call. A search given this evaluator (`selfplay.search`) recalls
+    them while it selects its leaves, so that its network calls carry only positions the table lacks.
+    About 4 KB a position (1,024 float32 logits), so the default holds 64 MB. Answers are the same values
+    the wrapped evaluator gave, row for row.
     """
 
     def __init__(self, evaluator: PositionEvaluator, capacity: int = 16_384):
@@ -92,15 +93,15 @@ class CachedEvaluator:
             raise ValueError(f"a cache holds at least one position, got capacity {capacity}")
         self.evaluator = evaluator
         self.capacity = capacity
-        slots = -(-capacity // WAYS) * WAYS
-        self._keys = np.zeros(slots, dtype=np.uint64)  # 0: empty
-        self._last_used = np.full(slots, -1, dtype=np.int64)  # each slot's last use (-1: none yet)
-        self._clock = np.zeros(1, dtype=np.int64)  # uses so far
-        self._logits = np.zeros((slots, NUM_ACTIONS), dtype=np.float32)  # pages touched only when used
-        self._wdl = np.zeros((slots, 3), dtype=np.float32)
-        self._lock = threading.Lock()  # calls may come from several threads at once
-        self.hits = 0
-        self.misses = 0
+        self.table = AnswerTable(capacity)
+
+    @property
+    def hits(self) -> int:
+        return self.table.hits
+
+    @property
+    def misses(self) -> int:
+        return self.table.misses
 
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = planes.shape[0]
@@ -109,16 +110,15 @@ class CachedEvaluator:
         out_logits = np.empty((n, NUM_ACTIONS), dtype=np.float32)
         out_wdl = np.empty((n, 3), dtype=np.float32)
         ask, answer_of = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-        with self._lock:
-            asked = gather_hits(self._keys, self._last_used, self._clock, self._logits, self._wdl, keys,
-                                out_logits, out_wdl, ask, answer_of)
-            self.misses += asked
-            self.hits += n - asked
+        table = self.table
+        with table.lock:
+            asked = gather_hits(table.arrays, keys, out_logits, out_wdl, ask, answer_of)
+            table.misses += asked
+            table.hits += n - asked
         if asked:
             # Outside the lock: a search with calls in flight (SearchConfig.threads) makes them at once.
             logits, wdl = self.evaluator.evaluate(planes[ask[:asked]])
-            with self._lock:
-                store_answers(self._keys, self._last_used, self._clock, self._logits, self._wdl, keys, ask,
-                              asked, np.ascontiguousarray(logits, dtype=np.float32),
+            with table.lock:
+                store_answers(table.arrays, keys, ask, asked, np.ascontiguousarray(logits, dtype=np.float32),
                               np.ascontiguousarray(wdl, dtype=np.float32), answer_of, out_logits, out_wdl)
         return out_logits, out_wdl

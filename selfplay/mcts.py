@@ -36,8 +36,12 @@ Search step, driven from Python (selfplay.search.BatchedSearch):
        expanded on the spot, its one child taking all the prior, and the descent goes on through it: its
        value is its child's, so it costs no network call (captures are compulsory, so such nodes are
        common). With `resolve_captures`, so is a node where a capture is pending, its captures taking
-       equal priors: its value comes from the quiet positions after the exchange. Any other new node becomes pending, gets a virtual loss along its path and joins the batch
-       (`encode_leaves` writes the batch's input planes);
+       equal priors: its value comes from the quiet positions after the exchange. Any other new node gets its
+       input planes written into the batch; where the search has a table of remembered answers
+       (`selfplay.answer_table`) that holds the position, the node is expanded and backed up with that
+       answer at once, as step 3 would, and the descents go on (a call to the network carries only
+       positions the table lacks, and a recalled one never waits under a virtual loss); otherwise it becomes
+       pending, gets a virtual loss along its path and joins the batch;
      - a proven node: backed up again with its exact value;
      - a pending node (another descent of this batch already chose it): the tree stops selecting for this
        batch, so a leaf is never evaluated twice.
@@ -73,6 +77,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from selfplay.answer_table import recall, row_key
 from zero import egdb, movegen
 from zero.bitboard import popcount
 from zero.encoding import encode_position, legal_action_array, legal_policy
@@ -369,14 +374,19 @@ def _halving_child(f, g, limit, score):
 @njit(cache=True)
 def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base, fpu_reduction,
                   fpu_reduction_root, virtual_loss, resolve_captures, repetitions_for_draw, no_progress_plies,
-                  leaf_game, leaf_node, leaf_reps, moves, tables, halving, root_limit, root_score):
+                  leaf_game, leaf_node, leaf_reps, planes, moves, tables, halving, root_limit, root_score,
+                  answers, actions, priors, policy_temperature):
     """One selection pass over the active trees (see the module docstring). Writes the leaves for the
-    network (tree, node, repetition count) and returns (their number, visits to proven nodes made).
-    `tables` is an endgame database (zero.egdb.Tables; zero.egdb.no_tables() for none). Trees with
-    `halving[g]` choose at the root by sequential halving, with root child k's visit limit root_limit[g, k]
-    and its tie-break root_score[g, k]."""
+    network (tree, node, repetition count, input planes) and returns (their number, visits to proven nodes
+    made, leaves answered from `answers`). `tables` is an endgame database (zero.egdb.Tables;
+    zero.egdb.no_tables() for none); `answers` a table of remembered network answers
+    (selfplay.answer_table.AnswerArrays; one of no slots for none), whose answers expand a leaf at
+    `policy_temperature` as expand_and_backup's would. Trees with `halving[g]` choose at the root by
+    sequential halving, with root child k's visit limit root_limit[g, k] and its tie-break
+    root_score[g, k]."""
     n_leaves = 0
     n_terminal = 0
+    n_recalled = 0
     for g in range(active.shape[0]):
         if not active[g]:
             continue
@@ -416,6 +426,15 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
                 continue
             if f.links[g, node, STATE] == PENDING:
                 break
+            nd = f.nodes[g, node]
+            encode_position(nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0, nd[NO_PROGRESS], reps,
+                            planes[n_leaves])
+            slot = recall(answers, row_key(planes[n_leaves].reshape(-1).view(np.uint32)))
+            if slot >= 0:
+                _expand_leaf(f, g, node, answers.logits[slot], answers.wdl[slot], 0.0, moves, actions, priors,
+                             policy_temperature)
+                n_recalled += 1
+                continue
             f.links[g, node, STATE] = PENDING
             cur = node
             while cur >= 0:
@@ -426,50 +445,46 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
             leaf_reps[n_leaves] = reps
             n_leaves += 1
             taken += 1
-    return n_leaves, n_terminal
+    return n_leaves, n_terminal, n_recalled
 
 
 @njit(cache=True)
-def encode_leaves(f, n_leaves, leaf_game, leaf_node, leaf_reps, planes):
-    """The network input planes of the selected leaves."""
-    for i in range(n_leaves):
-        nd = f.nodes[leaf_game[i], leaf_node[i]]
-        encode_position(nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0, nd[NO_PROGRESS], leaf_reps[i],
-                        planes[i])
+def _expand_leaf(f, g, node, logits, wdl, in_flight, moves, actions, priors, policy_temperature):
+    """Expand a leaf with the network's answer for it (logits; wdl: win, draw, loss for its side to move)
+    and back up its value; its children's priors are the policy at `policy_temperature`. `in_flight`: 1.0
+    for a leaf that waited for the network under a virtual loss, 0.0 for one answered at once."""
+    nd = f.nodes[g, node]
+    b, w, k, btm = nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0
+    n = legal_action_array(b, w, k, btm, moves, actions)
+    first = f.trees[g, USED]
+    if first + n <= f.links.shape[1]:
+        legal_policy(logits, actions, n, priors, policy_temperature)
+        for j in range(n):
+            _make_child(f, g, first + j, node, priors[j], b, w, k, btm, moves, j)
+        f.trees[g, USED] = first + n
+        f.links[g, node, FIRST_CHILD] = first
+        f.links[g, node, N_CHILDREN] = n
+        f.links[g, node, STATE] = EXPANDED
+    else:
+        # No room: the leaf's value still counts, the node stays unexpanded and the search of this
+        # tree ends here (until the next move's compaction frees the pool).
+        f.links[g, node, STATE] = NEW
+        f.trees[g, FULL] = 1
+    value = np.float64(wdl[0]) - np.float64(wdl[2])
+    draw = np.float64(wdl[1])
+    if not (np.isfinite(value) and np.isfinite(draw)):
+        # A diverged network's answer counts as an even one: a NaN in a value sum makes every
+        # score above it NaN, and a descent that can choose no child never ends.
+        value, draw = 0.0, 0.0
+    _backup(f, g, node, value, draw, in_flight)
 
 
 @njit(cache=True)
 def expand_and_backup(f, n_leaves, leaf_game, leaf_node, logits, wdl, moves, actions, priors, policy_temperature):
-    """Expand each evaluated leaf and back up its value (wdl: win, draw, loss for the leaf's side to move);
-    its children's priors are the policy at `policy_temperature`."""
-    capacity = f.links.shape[1]
+    """Expand each evaluated leaf and back up its value (_expand_leaf)."""
     for i in range(n_leaves):
-        g = leaf_game[i]
-        node = leaf_node[i]
-        nd = f.nodes[g, node]
-        b, w, k, btm = nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0
-        n = legal_action_array(b, w, k, btm, moves, actions)
-        first = f.trees[g, USED]
-        if first + n <= capacity:
-            legal_policy(logits[i], actions, n, priors, policy_temperature)
-            for j in range(n):
-                _make_child(f, g, first + j, node, priors[j], b, w, k, btm, moves, j)
-            f.trees[g, USED] = first + n
-            f.links[g, node, FIRST_CHILD] = first
-            f.links[g, node, N_CHILDREN] = n
-            f.links[g, node, STATE] = EXPANDED
-        else:
-            # No room: the leaf's value still counts, the node stays unexpanded and the search of this
-            # tree ends here (until the next move's compaction frees the pool).
-            f.links[g, node, STATE] = NEW
-            f.trees[g, FULL] = 1
-        value = np.float64(wdl[i, 0]) - np.float64(wdl[i, 2])
-        draw = np.float64(wdl[i, 1])
-        if not (np.isfinite(value) and np.isfinite(draw)):
-            # A diverged network's answer counts as an even one: a NaN in a value sum makes every
-            # score above it NaN, and a descent that can choose no child never ends.
-            value, draw = 0.0, 0.0
-        _backup(f, g, node, value, draw, 1.0)
+        _expand_leaf(f, leaf_game[i], leaf_node[i], logits[i], wdl[i], 1.0, moves, actions, priors,
+                     policy_temperature)
 
 
 @njit(cache=True)

@@ -7,7 +7,9 @@ come from `zero.game` (legal moves, repetitions, no-progress), priors and PUCT a
 Semantics (see selfplay.mcts for the reasoning):
   * one step selects up to `leaves_per_tree` leaves, evaluates them in one batch, then expands and backs
     them up in selection order; a descent that reaches a pending leaf ends the step's selection, and no
-    descent starts once the root is proven;
+    descent starts once the root is proven; with a table of remembered answers (`table`, the twin of a
+    CachedEvaluator's), a leaf whose position it holds is expanded and backed up with that answer at once
+    and the selection goes on, and the batch goes through the table (its answers remembered);
   * a new node is decided by the rules first (no move = loss, repetition or no-progress = draw), then,
     below the root, with an endgame database and `database_leaves`, by the database (its value, and its
     distance as the plies to the end); a
@@ -35,6 +37,7 @@ import math
 
 import numpy as np
 
+from selfplay.answer_table import ReferenceAnswerTable
 from selfplay.gumbel import GumbelRoot, SequentialHalving
 from selfplay.search import RootChildren, SearchConfig
 from zero.egdb import UNKNOWN, Egdb
@@ -66,11 +69,13 @@ class Node:
 
 
 class ReferenceMcts:
-    def __init__(self, game: Game, evaluator, config: SearchConfig | None = None, egdb: Egdb | None = None) -> None:
+    def __init__(self, game: Game, evaluator, config: SearchConfig | None = None, egdb: Egdb | None = None,
+                 table: ReferenceAnswerTable | None = None) -> None:
         self.config = config or SearchConfig()
         self.egdb = egdb if self.config.database_leaves else None
         self.rules: RulesConfig = game.rules
         self.evaluator = evaluator
+        self.table = table
         self.root = Node(game.position, game.no_progress[-1], None, None, 1.0)
         window = game.no_progress[-1]
         self.history = game.positions[len(game.positions) - 1 - window: -1]
@@ -114,22 +119,32 @@ class ReferenceMcts:
                 continue
             if node.pending:
                 break
+            planes = encode(node.position, node.no_progress, self._repetitions(node))
+            answer = self.table.lookup(self.table.key(planes)) if self.table is not None else None
+            if answer is not None:
+                self._expand_with(node, *answer, in_flight=False)
+                continue
             node.pending = True
             walk: Node | None = node
             while walk is not None:
                 walk.virtual += 1
                 walk = walk.parent
-            leaves.append((node, self._repetitions(node)))
+            leaves.append((node, planes))
         if not leaves:
             return
-        planes = np.stack([encode(n.position, n.no_progress, reps) for n, reps in leaves])
-        logits, wdl = self.evaluator.evaluate(planes)
+        planes = np.stack([p for _, p in leaves])
+        logits, wdl = (self.evaluator.evaluate(planes) if self.table is None
+                       else self.table.evaluate(self.evaluator, planes))
         for i, (node, _) in enumerate(leaves):
-            self._expand(node, logits[i])
-            value, draw = float(wdl[i, 0]) - float(wdl[i, 2]), float(wdl[i, 1])
-            if not (math.isfinite(value) and math.isfinite(draw)):
-                value, draw = 0.0, 0.0  # a diverged network's answer counts as an even one
-            self._backup(node, value, draw, in_flight=True)
+            self._expand_with(node, logits[i], wdl[i], in_flight=True)
+
+    def _expand_with(self, node: Node, logits: np.ndarray, wdl: np.ndarray, in_flight: bool) -> None:
+        """Expand a leaf with its answer and back up its value."""
+        self._expand(node, logits)
+        value, draw = float(wdl[0]) - float(wdl[2]), float(wdl[1])
+        if not (math.isfinite(value) and math.isfinite(draw)):
+            value, draw = 0.0, 0.0  # a diverged network's answer counts as an even one
+        self._backup(node, value, draw, in_flight=in_flight)
 
     def _halving_child(self) -> Node | None:
         best, best_key = None, None

@@ -10,6 +10,7 @@ independent: each starts its own search (`start`) with its own visit target, and
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -22,7 +23,8 @@ from typing import Protocol
 import numpy as np
 
 from selfplay import mcts
-from selfplay.evaluators import PositionEvaluator
+from selfplay.answer_table import new_answer_arrays
+from selfplay.evaluators import CachedEvaluator, PositionEvaluator
 from zero import movegen
 from zero.config import check_settings, setting
 from zero.egdb import Egdb, no_tables
@@ -121,17 +123,19 @@ class RootChildren:
 class StageTimes:
     """Wall time per stage of the search loop and what it did, for benchmarks and progress logs."""
 
-    select: float = 0.0  # tree descent and the rules' checks of new nodes
-    encode: float = 0.0  # network input planes of the leaves
+    # Tree descent, the rules' checks of new nodes, the leaves' input planes, and the expansion of those
+    # whose answer the evaluator's table held.
+    select: float = 0.0
     evaluate: float = 0.0
     expand: float = 0.0  # expansion and backup
     leaves: int = 0  # positions sent to the evaluator
     terminal_visits: int = 0  # simulations that ended on a terminal node (no network call)
+    recalled: int = 0  # simulations that ended on a leaf the evaluator's table answered (no network call)
     batches: int = 0
 
     @property
     def simulations(self) -> int:
-        return self.leaves + self.terminal_visits
+        return self.leaves + self.terminal_visits + self.recalled
 
     @property
     def tree_seconds(self) -> float:
@@ -192,6 +196,7 @@ class BatchedSearch:
         self._idle: list[LeafBatch] = []
         self._pool: ThreadPoolExecutor | None = None  # the threads of the calls in flight, made on first use
         self._moves = movegen.new_move_buffer()
+        self._no_answers = new_answer_arrays(0)
         self._actions = np.zeros(movegen.MAX_MOVES, dtype=np.int64)
         self._priors = np.zeros(movegen.MAX_MOVES, dtype=np.float64)
         self._new_index = np.zeros(self.forest.links.shape[1], dtype=np.int32)
@@ -327,13 +332,13 @@ class BatchedSearch:
     def step(self, evaluator: PositionEvaluator) -> int:
         """One select -> evaluate -> expand/backup round over all active trees; returns the leaves evaluated.
         With config.threads > 1 the calls overlap (_step_overlapped): `drain` before the tree is read or
-        moved."""
+        moved. A CachedEvaluator's remembered answers expand their leaves during the selection."""
         if self.config.threads > 1:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.config.threads, thread_name_prefix="network")
             return self._step_overlapped(evaluator, self._pool, self.config.threads)
         batch = self._batch
-        if not self._select(batch):
+        if not self._select(batch, evaluator):
             return 0
         t0 = time.perf_counter()
         logits, wdl = evaluator.evaluate(batch.planes[:batch.n])
@@ -348,7 +353,7 @@ class BatchedSearch:
         select)."""
         while len(self._in_flight) < calls:
             batch = self._idle.pop() if self._idle else LeafBatch(len(self._batch.node))
-            if not self._select(batch):
+            if not self._select(batch, evaluator):
                 self._idle.append(batch)
                 break
             batch.answer = pool.submit(evaluator.evaluate, batch.planes[:batch.n])
@@ -370,8 +375,9 @@ class BatchedSearch:
             self._back_up(batch, *batch.answer.result())
             self._idle.append(batch)
 
-    def _select(self, batch: LeafBatch) -> int:
-        """Select leaves in the active trees into `batch` and encode them; returns how many."""
+    def _select(self, batch: LeafBatch, evaluator: PositionEvaluator) -> int:
+        """Select leaves in the active trees into `batch` with their input planes; returns how many. The
+        leaves `evaluator`'s table answers (a CachedEvaluator's) are expanded on the way, not selected."""
         c = self.config
         t0 = time.perf_counter()
         for g in np.flatnonzero(self._halving_on):
@@ -380,18 +386,21 @@ class BatchedSearch:
             if halving.due(self.forest.stats[g, first:first + n, mcts.VISITS]):
                 halving.advance(self.root_children(g), self.network_prior(g))
                 self._set_limits(g)
-        batch.n, n_terminal = mcts.select_leaves(
-            self.forest, self.active, c.leaves_per_tree, c.c_puct, c.c_puct_growth, c.c_puct_base, c.fpu_reduction,
-            c.fpu_reduction_root, c.virtual_loss, c.resolve_captures, self.rules.repetitions_for_draw,
-            self.rules.no_progress_plies, batch.game, batch.node, batch.reps, self._moves, self._tables,
-            self._halving_on, self._root_limit, self._root_score,
-        )
-        t1 = time.perf_counter()
-        self.times.select += t1 - t0
+        table = evaluator.table if isinstance(evaluator, CachedEvaluator) else None
+        with table.lock if table is not None else contextlib.nullcontext():
+            batch.n, n_terminal, n_recalled = mcts.select_leaves(
+                self.forest, self.active, c.leaves_per_tree, c.c_puct, c.c_puct_growth, c.c_puct_base,
+                c.fpu_reduction, c.fpu_reduction_root, c.virtual_loss, c.resolve_captures,
+                self.rules.repetitions_for_draw, self.rules.no_progress_plies, batch.game, batch.node, batch.reps,
+                batch.planes, self._moves, self._tables, self._halving_on, self._root_limit, self._root_score,
+                table.arrays if table is not None else self._no_answers, self._actions, self._priors,
+                c.policy_temperature,
+            )
+            if table is not None:
+                table.hits += n_recalled
+        self.times.select += time.perf_counter() - t0
         self.times.terminal_visits += n_terminal
-        if batch.n:
-            mcts.encode_leaves(self.forest, batch.n, batch.game, batch.node, batch.reps, batch.planes)
-            self.times.encode += time.perf_counter() - t1
+        self.times.recalled += n_recalled
         return batch.n
 
     def _back_up(self, batch: LeafBatch, logits: np.ndarray, wdl: np.ndarray) -> None:

@@ -162,7 +162,7 @@ def _print_summary(stats: list, seconds: float) -> None:
     would = sum(s.would_resign for s in stats)
     wrong = sum(s.wrong_resignations for s in stats)
     leaves = sum(s.leaves for s in stats)
-    tree = sum(s.tree_seconds + s.encode_seconds for s in stats)
+    tree = sum(s.tree_seconds for s in stats)
     evaluate = sum(s.evaluate_seconds for s in stats)
     print(f"{games} games, {positions} positions in {seconds:.0f} s "
           f"({positions / max(seconds, 1e-9) * 3600:.0f} positions/hour); "

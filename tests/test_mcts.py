@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from selfplay import mcts
-from selfplay.evaluators import HashEvaluator, MaterialEvaluator, UniformEvaluator
+from selfplay.answer_table import WAYS, ReferenceAnswerTable
+from selfplay.evaluators import CachedEvaluator, HashEvaluator, MaterialEvaluator, UniformEvaluator
 from selfplay.reference_mcts import ReferenceMcts
 from selfplay.analysis import Proven, analyse, best_move
 from selfplay.search import BatchedSearch, RootChildren, RootNoise, SearchConfig, choose_move, visit_policy
@@ -85,6 +86,31 @@ def test_numba_search_matches_reference(leaves_per_tree, resolve_captures, setti
         assert [c.visits for c in root.children] == children.visits.tolist()
         assert [c.value_sum for c in root.children] == pytest.approx(children.value_sum.tolist(), abs=1e-12)
         assert root.visits == search.root_visits(g)
+
+
+@pytest.mark.parametrize("leaves_per_tree", [1, 4, 16])
+def test_numba_search_through_a_cache_matches_reference(leaves_per_tree):
+    # The table's answers expand their leaves during the selection. Three searches share one small table
+    # (positions pushed out of it, too): each next root was searched below the last one's, so most of its
+    # tree's positions are remembered.
+    config = SearchConfig(leaves_per_tree=leaves_per_tree)
+    game = _random_game(np.random.default_rng(3), 12)
+    cached = CachedEvaluator(HashEvaluator(seed=5), capacity=96 * WAYS)
+    twin = ReferenceAnswerTable(buckets=96)
+    recalled = 0
+    for _ in range(3):
+        search = BatchedSearch(1, config, capacity=60_000)
+        search.set_root(0, game)
+        search.start(0, 300)
+        search.run(cached)
+        root = ReferenceMcts(game, HashEvaluator(seed=5), config, table=twin).run(300)
+        children = search.root_children(0)
+        assert [c.visits for c in root.children] == children.visits.tolist()
+        assert [c.value_sum for c in root.children] == pytest.approx(children.value_sum.tolist(), abs=1e-12)
+        assert cached.table.arrays.clock[0] == twin.clock
+        recalled += search.times.recalled
+        game.play(children.move(int(np.argmax(children.visits)), game.position))
+    assert recalled > 100
 
 
 def _root_after(config: SearchConfig, evaluator, simulations: int = 250) -> RootChildren:
