@@ -36,6 +36,7 @@ from typing import Callable
 
 import numpy as np
 
+from selfplay.evaluators import CachedEvaluator
 from selfplay.gumbel import GumbelRoot, improved_policy_target
 from selfplay.records import POSITION_FIELDS, GameRecord, PositionRows, padded_policy
 from selfplay.search import BatchedSearch, RootNoise, SearchConfig, visit_policy
@@ -95,6 +96,12 @@ class SelfPlayConfig:
     gpu_games_in_flight: int = setting(512, low=1, high=MAX_GAMES_IN_FLIGHT)
     gpu_leaves_per_tree: int = setting(4, low=1)
     torch_threads: int = setting(1, low=1)  # CPU threads per actor for inference
+    # Network answers an actor remembers by position (selfplay.evaluators.CachedEvaluator; its search
+    # expands a remembered leaf without the network), about 4 KB each, for the games of one network; 0 for
+    # none. Games from the same openings and the trees of consecutive moves meet the same positions: on
+    # the CPU a third of the leaves were remembered and an actor played 1.3x the moves an hour
+    # (benchmarks/RESULTS.md).
+    cache_positions: int = setting(32_768, low=0)
     # "auto": the checkpoint's int8 model on the CPU (zero.quantized, about 1.7x float32's evaluations a
     # second, its near ties answered in float32: zero.inference), float32 (bf16 autocast) on a GPU;
     # "float32" everywhere; "int8" and "int8-raw" (near ties not answered again) only on the CPU;
@@ -332,7 +339,10 @@ class Actor:
         info = info or self._playing_network()
         log.info("actor %d: using checkpoint %s (step %d)", self.actor_id, info.path, info.step)
         self.stats.checkpoint = info.name
-        return _Generation(self.load_evaluator(info), info, self.config)
+        evaluator = self.load_evaluator(info)
+        if self.config.cache_positions:
+            evaluator = CachedEvaluator(evaluator, self.config.cache_positions)
+        return _Generation(evaluator, info, self.config)
 
     # -- games ---------------------------------------------------------------------------------------
     def _may_start_game(self) -> bool:

@@ -17,6 +17,7 @@ import torch
 from processes import interrupt, reaped, wait_until
 from selfplay.actor import Actor, SelfPlayConfig, current_best
 from selfplay.replay_buffer import ReplayReader
+from selfplay.search import SearchConfig
 from zero.checkpoint import save_checkpoint
 from zero.encoding import move_action
 from zero.game import Game, RulesConfig
@@ -92,6 +93,35 @@ def test_actor_games_are_whole_and_consistent(run, policy_target, root_search):
             assert game.outcome is not None and game.outcome.winner == stored.winner
     full = np.concatenate([g.positions.full_search for g in games])
     assert 0.2 < full.mean() < 0.8  # playout-cap randomization at p = 0.5
+
+
+def test_an_actor_remembers_network_answers_and_plays_the_same_games(tmp_path: Path):
+    # One leaf a call: a remembered leaf is expanded at once, as the network's answer would expand it in its
+    # own call, so the games are the ones an actor without the table plays, with fewer positions asked.
+    asked, games = {}, {}
+    for cache in (0, 4096):
+        run = tmp_path / f"cache{cache}"
+        _promote(run, _checkpoint(run, "first", 10, seed=0), 10)
+        config = _config(cache_positions=cache, full_simulations=40, fast_simulations=16,
+                         search=SearchConfig(leaves_per_tree=1))
+        actor = Actor(run, 3, config, games=4)
+        load_network = actor.load_evaluator
+        network = []
+        actor.load_evaluator = lambda info: network.append(_Counting(load_network(info))) or network[-1]
+        actor.run()
+        asked[cache] = network[0].positions
+        games[cache] = [(g.pdn, g.rows["policy_visits"].tolist()) for g in _games(run)]
+    assert games[4096] == games[0] and len(games[0]) == 4
+    assert asked[4096] < asked[0]
+
+
+class _Counting:
+    def __init__(self, evaluator):
+        self.evaluator, self.positions = evaluator, 0
+
+    def evaluate(self, planes):
+        self.positions += len(planes)
+        return self.evaluator.evaluate(planes)
 
 
 def test_actor_switches_to_a_new_best_between_games(run):
