@@ -52,6 +52,8 @@ def test_mcts_spec_plays_a_match_in_lockstep(tiny_checkpoint):
     openings = [Opening("9-13 21-17", ("9-13", "21-17")), Opening("11-15 23-19", ("11-15", "23-19"))]
     result = play_match(player, make_player("ab2"), openings, parallel=4)
     assert len(result.games) == 4
+    # Its network's answers are remembered by position: the games' trees meet positions already judged.
+    assert player.evaluator.hits > 0
     with pytest.raises(PlayerSpecError):
         make_player(f"mcts:{tiny_checkpoint.parent / 'missing.pt'}:20")
     with pytest.raises(PlayerSpecError, match="at least 1 simulation"):
@@ -65,7 +67,7 @@ def test_a_run_directory_names_its_best_network(tmp_path, tiny_checkpoint):
         make_player(f"mcts:{run.root}:8")
     run.write_best(tiny_checkpoint, 3, "test")
     player = make_player(f"mcts:{run.root}:8")
-    assert player.evaluator.config == TINY
+    assert player.evaluator.evaluator.config == TINY  # behind the position cache
 
 
 class TickingEvaluator:
@@ -166,7 +168,7 @@ def test_database_suffixes(tiny_checkpoint):
 
 def test_precision_suffixes(tiny_checkpoint):
     # :f32 runs the network in float32, :int8raw the int8 model alone; the default answers int8's near ties
-    # in float32. A player on the clock keeps its evaluator behind a position cache.
+    # in float32. An mcts player keeps its evaluator behind a position cache.
     def precision(player) -> str:
         evaluator = player.evaluator
         return getattr(evaluator, "evaluator", evaluator).precision

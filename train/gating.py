@@ -24,8 +24,9 @@ from typing import Callable
 import torch
 
 from selfplay.actor import load_ballot
+from selfplay.evaluators import CachedEvaluator
 from selfplay.search import SearchConfig
-from train.match import MatchGame, MatchResult, NetworkPlayer, match_schedule, play_match
+from train.match import MATCH_CACHE_POSITIONS, MatchGame, MatchResult, NetworkPlayer, match_schedule, play_match
 from train.player_specs import make_player
 from train.ratings import YARDSTICKS, PlayerInfo, RatingsTable
 from train.sprt import PairSprt, SprtConfig
@@ -223,7 +224,8 @@ class Gatekeeper:
 
     # -- gating ------------------------------------------------------------------------------------------
     def _network_player(self, checkpoint: Path) -> NetworkPlayer:
-        evaluator = Evaluator(load_checkpoint(checkpoint).build_network(), self.device)
+        evaluator = CachedEvaluator(Evaluator(load_checkpoint(checkpoint).build_network(), self.device),
+                                    MATCH_CACHE_POSITIONS)
         return NetworkPlayer(checkpoint.stem, evaluator, self.cfg.simulations, self.cfg.search)
 
     def _journal(self, name: str, a: str, b: str) -> MatchJournal:

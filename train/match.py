@@ -53,6 +53,11 @@ from zero.openings import Opening
 from zero.players import Player
 
 Z_95 = 1.959963984540054
+# Network answers a player searching a fixed number of simulations remembers by position
+# (selfplay.evaluators.CachedEvaluator, about 4 KB each): a ballot's games share their openings and each
+# move's tree shares positions with the last one's, so at 64 simulations a move half the leaves are
+# remembered and a match runs 1.7x as fast (benchmarks/RESULTS.md).
+MATCH_CACHE_POSITIONS = 32_768
 
 
 class IllegalMoveError(RuntimeError):

@@ -50,7 +50,7 @@ from selfplay.analysis import single_game_search
 from selfplay.evaluators import CachedEvaluator
 from selfplay.search import SearchConfig
 from selfplay.time_manager import GAME_CLOCK_SETTINGS, GameClock, TimeManager
-from train.match import MatchPlayer, NetworkPlayer
+from train.match import MATCH_CACHE_POSITIONS, MatchPlayer, NetworkPlayer
 from zero.config import ConfigError, with_overrides
 from zero.players import AlphaBetaPlayer, RandomPlayer
 
@@ -152,8 +152,9 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         simulations = int(budget) if budget else DEFAULT_MCTS_SIMULATIONS
         if simulations < 1:
             raise PlayerSpecError(f"mcts needs at least 1 simulation, got {spec!r}")
-        return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}{tag}", _evaluator(net, None, precision),
-                             simulations, _with_settings(config, settings, spec), egdb=egdb, book=book)
+        return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}{tag}",
+                             CachedEvaluator(_evaluator(net, None, precision), MATCH_CACHE_POSITIONS), simulations,
+                             _with_settings(config, settings, spec), egdb=egdb, book=book)
     raise PlayerSpecError(f"unknown player {spec!r}; players: {SPEC_HELP}")
 
 

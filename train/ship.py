@@ -27,9 +27,10 @@ from pathlib import Path
 import torch
 
 from selfplay.actor import load_ballot
+from selfplay.evaluators import CachedEvaluator
 from train.gating import GatingConfig
 from train.lineage import run_summary
-from train.match import MatchResult, NetworkPlayer, format_elo, match_schedule, play_match
+from train.match import MATCH_CACHE_POSITIONS, MatchResult, NetworkPlayer, format_elo, match_schedule, play_match
 from train.pretrain import predict, split_metrics
 from train.pretrain_dataset import open_dataset
 from train.split_match import play_split_match
@@ -104,7 +105,9 @@ def head_to_head(candidate: Path, shipped: Path, cfg: ShipConfig, progress: bool
         specs = [f"mcts:{path}:t{cfg.seconds:g}" for path in (candidate, shipped)]
         return play_split_match(*specs, openings, cfg.processes, cfg.seed, progress=progress)
     search = GatingConfig().search
-    players = [NetworkPlayer(f"{role}:{path.stem}", Evaluator.from_checkpoint(path), cfg.simulations, search)
+    players = [NetworkPlayer(f"{role}:{path.stem}",
+                             CachedEvaluator(Evaluator.from_checkpoint(path), MATCH_CACHE_POSITIONS), cfg.simulations,
+                             search)
                for role, path in (("candidate", candidate), ("shipped", shipped))]
     return play_match(*players, openings, RulesConfig(), seed=cfg.seed, games=cfg.games or None,
                       parallel=cfg.parallel_games, progress=progress)
