@@ -37,8 +37,8 @@ Search step, driven from Python (selfplay.search.BatchedSearch):
        value is its child's, so it costs no network call (captures are compulsory, so such nodes are
        common). With `resolve_captures`, so is a node where a capture is pending, its captures taking
        equal priors: its value comes from the quiet positions after the exchange. Any other new node gets its
-       input planes written into the batch; where the search has a table of remembered answers
-       (`selfplay.answer_table`) that holds the position, the node is expanded and backed up with that
+       input planes written into the batch; below the root, where the search has a table of remembered
+       answers (`selfplay.answer_table`) that holds the position, the node is expanded and backed up with that
        answer at once, as step 3 would, and the descents go on (a call to the network carries only
        positions the table lacks, and a recalled one never waits under a virtual loss); otherwise it becomes
        pending, gets a virtual loss along its path and joins the batch;
@@ -429,7 +429,9 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
             nd = f.nodes[g, node]
             encode_position(nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0, nd[NO_PROGRESS], reps,
                             planes[n_leaves])
-            slot = recall(answers, row_key(planes[n_leaves].reshape(-1).view(np.uint32)))
+            # Never the root: the caller mixes its noise into the root's priors, or begins its halving, once
+            # a network call has expanded it, before any descent below it.
+            slot = recall(answers, row_key(planes[n_leaves].reshape(-1).view(np.uint32))) if node != 0 else -1
             if slot >= 0:
                 _expand_leaf(f, g, node, answers.logits[slot], answers.wdl[slot], 0.0, moves, actions, priors,
                              policy_temperature)

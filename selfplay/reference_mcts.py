@@ -8,8 +8,9 @@ Semantics (see selfplay.mcts for the reasoning):
   * one step selects up to `leaves_per_tree` leaves, evaluates them in one batch, then expands and backs
     them up in selection order; a descent that reaches a pending leaf ends the step's selection, and no
     descent starts once the root is proven; with a table of remembered answers (`table`, the twin of a
-    CachedEvaluator's), a leaf whose position it holds is expanded and backed up with that answer at once
-    and the selection goes on, and the batch goes through the table (its answers remembered);
+    CachedEvaluator's), a leaf below the root whose position it holds is expanded and backed up with that
+    answer at once and the selection goes on, and the batch goes through the table (its answers
+    remembered);
   * a new node is decided by the rules first (no move = loss, repetition or no-progress = draw), then,
     below the root, with an endgame database and `database_leaves`, by the database (its value, and its
     distance as the plies to the end); a
@@ -120,7 +121,8 @@ class ReferenceMcts:
             if node.pending:
                 break
             planes = encode(node.position, node.no_progress, self._repetitions(node))
-            answer = self.table.lookup(self.table.key(planes)) if self.table is not None else None
+            answer = (self.table.lookup(self.table.key(planes)) if self.table is not None and node is not self.root
+                      else None)
             if answer is not None:
                 self._expand_with(node, *answer, in_flight=False)
                 continue

@@ -113,6 +113,24 @@ def test_numba_search_through_a_cache_matches_reference(leaves_per_tree):
     assert recalled > 100
 
 
+def test_a_remembered_root_gets_its_noise_before_any_descent():
+    # The root always goes to the network (here: through the table's own call), so that its noise is mixed
+    # in before the first descent below it; the rest of a remembered tree is recalled during selection.
+    config = SearchConfig(leaves_per_tree=1)
+
+    def visits(evaluator) -> list[int]:
+        search = BatchedSearch(1, config, capacity=20_000)
+        search.set_root(0, Game())
+        search.start(0, 200, noise=RootNoise(np.random.default_rng(5), alpha=1.0, fraction=0.5))
+        search.run(evaluator)
+        return search.root_children(0).visits.tolist()
+
+    warm = CachedEvaluator(HashEvaluator(seed=2))
+    visits(warm)
+    assert visits(warm) == visits(CachedEvaluator(HashEvaluator(seed=2)))
+    assert warm.hits > 150
+
+
 def _root_after(config: SearchConfig, evaluator, simulations: int = 250) -> RootChildren:
     search = BatchedSearch(1, config, capacity=60_000)
     search.set_root(0, Game())
