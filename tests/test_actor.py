@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from counting import Counting
 from processes import interrupt, reaped, wait_until
 from selfplay.actor import Actor, SelfPlayConfig, current_best
 from selfplay.replay_buffer import ReplayReader
@@ -107,21 +108,12 @@ def test_an_actor_remembers_network_answers_and_plays_the_same_games(tmp_path: P
         actor = Actor(run, 3, config, games=4)
         load_network = actor.load_evaluator
         network = []
-        actor.load_evaluator = lambda info: network.append(_Counting(load_network(info))) or network[-1]
+        actor.load_evaluator = lambda info: network.append(Counting(load_network(info))) or network[-1]
         actor.run()
         asked[cache] = network[0].positions
         games[cache] = [(g.pdn, g.rows["policy_visits"].tolist()) for g in _games(run)]
     assert games[4096] == games[0] and len(games[0]) == 4
     assert asked[4096] < asked[0]
-
-
-class _Counting:
-    def __init__(self, evaluator):
-        self.evaluator, self.positions = evaluator, 0
-
-    def evaluate(self, planes):
-        self.positions += len(planes)
-        return self.evaluator.evaluate(planes)
 
 
 def test_actor_switches_to_a_new_best_between_games(run):

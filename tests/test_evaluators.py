@@ -5,21 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from counting import Counting
 from selfplay.analysis import analyse
 from selfplay.answer_table import WAYS, ReferenceAnswerTable
 from selfplay.evaluators import CachedEvaluator, HashEvaluator
 from selfplay.search import SearchConfig
 from zero.encoding import encode
 from zero.game import Game, Position
-
-
-class Counting:
-    def __init__(self, evaluator):
-        self.evaluator, self.positions = evaluator, 0
-
-    def evaluate(self, planes):
-        self.positions += len(planes)
-        return self.evaluator.evaluate(planes)
 
 
 def positions(n: int) -> np.ndarray:
