@@ -112,9 +112,7 @@ def _find(table_keys, key):
 @njit(cache=True)
 def recall(table, key):
     """The slot holding `key`'s answer, marked used (table.clock counts the uses), or -1 where the table
-    does not hold it (a table of no slots holds nothing)."""
-    if table.keys.shape[0] == 0:
-        return -1
+    does not hold it. The table has at least one bucket (the search asks no table of no slots)."""
     slot = _find(table.keys, key)
     if slot >= 0:
         table.clock[0] += 1

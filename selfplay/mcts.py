@@ -430,8 +430,10 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
             encode_position(nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0, nd[NO_PROGRESS], reps,
                             planes[n_leaves])
             # Never the root: the caller mixes its noise into the root's priors, or begins its halving, once
-            # a network call has expanded it, before any descent below it.
-            slot = recall(answers, row_key(planes[n_leaves].reshape(-1).view(np.uint32))) if node != 0 else -1
+            # a network call has expanded it, before any descent below it. No table (no slots): no key to make.
+            slot = -1
+            if node != 0 and answers.keys.shape[0] > 0:
+                slot = recall(answers, row_key(planes[n_leaves].reshape(-1).view(np.uint32)))
             if slot >= 0:
                 _expand_leaf(f, g, node, answers.logits[slot], answers.wdl[slot], 0.0, moves, actions, priors,
                              policy_temperature)
