@@ -140,7 +140,7 @@ class Engine:
         flight (selfplay.search.SearchConfig.threads)."""
         from selfplay.analysis import single_game_search
         from zero.checkpoint import CheckpointError, resolve_checkpoint
-        from zero.inference import Evaluator
+        from zero.inference import SMALL_BATCH_THREADS, Evaluator
 
         try:
             path = resolve_checkpoint(checkpoint)
@@ -156,10 +156,10 @@ class Engine:
             search_config.validate()
         except ValueError as exc:
             raise EngineError(str(exc)) from None
-        # The search sends the network a few leaves at a time (selfplay.analysis.SINGLE_GAME_LEAVES): on a
-        # CPU, intra-op threads only add synchronisation at such batches (measured: 25x slower per batch of
-        # two with 2 threads on a busy 2-core machine). More cores serve calls in flight side by side.
-        torch.set_num_threads(1)
+        # The search sends the network a few leaves at a time: on a CPU, intra-op threads only add
+        # synchronisation at such batches (measured: 25x slower per batch of two with 2 threads on a busy
+        # 2-core machine). More cores serve calls in flight side by side.
+        torch.set_num_threads(SMALL_BATCH_THREADS)
         try:
             evaluator = Evaluator.from_checkpoint(path)
         except CheckpointError as exc:

@@ -198,3 +198,22 @@ def test_search_settings_in_a_spec(tiny_checkpoint):
         with pytest.raises(PlayerSpecError) as info:
             make_player(bad)
         assert "\n" not in str(info.value)
+
+
+def test_players_that_send_a_few_positions_a_call_run_their_network_on_one_thread(tiny_checkpoint):
+    # At a single game's batches a second thread a call only adds synchronisation: a timed search made half
+    # the simulations with two. A player searching many games in lockstep keeps torch's count.
+    def threads(player) -> list[int]:
+        evaluator = getattr(player.evaluator, "evaluator", player.evaluator)
+        sessions = (evaluator._session, evaluator._near_tie_session)
+        return [s.get_session_options().intra_op_num_threads for s in sessions if s is not None]
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for spec in ("t0.1", "t0+0.1", "t0.1:f32"):
+            assert set(threads(make_player(f"mcts:{tiny_checkpoint}:{spec}"))) == {1}, spec
+        assert threads(make_player(f"policy:{tiny_checkpoint}")) == [1, 1]
+        assert threads(make_player(f"mcts:{tiny_checkpoint}:8")) == [2, 2]
+    finally:
+        torch.set_num_threads(before)

@@ -109,11 +109,11 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
     if name == "policy":
         if options - PRECISION_OPTIONS.keys() or settings:
             raise PlayerSpecError(f"only mcts players take :db, :dbleaves, :book or search settings, got {spec!r}")
-        from zero.inference import PolicyPlayer
+        from zero.inference import SMALL_BATCH_THREADS, PolicyPlayer
 
         # One position per call is too small a batch to gain from a GPU.
-        return PolicyPlayer(_evaluator(args, "cpu", precision), name=f"policy:{args or 'default'}{precision_tag}",
-                            seed=seed)
+        return PolicyPlayer(_evaluator(args, "cpu", precision, SMALL_BATCH_THREADS),
+                            name=f"policy:{args or 'default'}{precision_tag}", seed=seed)
     if name == "mcts":
         egdb, leaves = None, False
         if options & {"db", "dbleaves"}:
@@ -138,10 +138,12 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         if seconds is not None or clock is not None:
             # (a checkpoint whose name starts with t is no time: t1.pt is no number.) Its games are played
             # one at a time, so its search fills its own batches and remembers the positions it evaluated,
-            # as the engine of `play` does.
+            # as the engine of `play` does, a few leaves a network call.
+            from zero.inference import SMALL_BATCH_THREADS
+
             config = _with_settings(single_game_search(config), settings, spec)
             return NetworkPlayer(f"mcts:{net or 'default'}:t{clock or f'{seconds:g}'}{tag}",
-                                 CachedEvaluator(_evaluator(net, None, precision)), None, config,
+                                 CachedEvaluator(_evaluator(net, None, precision, SMALL_BATCH_THREADS)), None, config,
                                  seconds=seconds, egdb=egdb, clock=clock, book=book,
                                  time_manager=_with_settings(TimeManager(), timing, spec))
         if timing:
@@ -236,12 +238,13 @@ def _book():
         raise PlayerSpecError(f"no opening book: {exc}") from None
 
 
-def _evaluator(net: str, device: str | None, precision: str = "auto"):
-    """The evaluator of a network named in a spec (on `device`, or the GPU when there is one)."""
+def _evaluator(net: str, device: str | None, precision: str = "auto", threads: int | None = None):
+    """The evaluator of a network named in a spec (on `device`, or the GPU when there is one; `threads` as
+    zero.inference.Evaluator's)."""
     from zero.checkpoint import CheckpointError, resolve_checkpoint
     from zero.inference import Evaluator
 
     try:
-        return Evaluator.from_checkpoint(resolve_checkpoint(net), device=device, precision=precision)
+        return Evaluator.from_checkpoint(resolve_checkpoint(net), device=device, precision=precision, threads=threads)
     except CheckpointError as exc:
         raise PlayerSpecError(str(exc)) from None

@@ -38,6 +38,10 @@ from zero.onnx_model import export_onnx, onnx_session
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "torch", "onnxruntime")
+# The threads of an evaluator that is sent a few positions a call (a single game's search, the raw-policy
+# player): at such batches more threads a call only add synchronisation, and a timed search at 0.1 s a move
+# made half the simulations with two on an idle 2-core machine (benchmarks/RESULTS.md).
+SMALL_BATCH_THREADS = 1
 # Positions whose best two legal logits in the int8 model lie closer than this are answered in float32.
 NEAR_TIE_LOGITS = 0.06
 
@@ -51,7 +55,9 @@ class Evaluator:
     backend). The network's weights are read when the evaluator is made."""
 
     def __init__(self, net: PolicyValueNet, device: str | torch.device | None = None, backend: str = "auto",
-                 precision: str = "float32", source: Path | None = None) -> None:
+                 precision: str = "float32", source: Path | None = None, threads: int | None = None) -> None:
+        """`threads`: ONNX Runtime's threads a call (None: torch's count, the machine's cores by default).
+        A caller that sends a few positions a call wants 1 (SMALL_BATCH_THREADS)."""
         if backend not in BACKENDS:
             raise ValueError(f"inference backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         if precision not in INFERENCE_PRECISIONS:
@@ -67,7 +73,7 @@ class Evaluator:
             raise ValueError("int8 inference runs on the CPU through onnxruntime")
         if backend == "onnxruntime" or (backend == "auto" and self.device.type == "cpu" and not self._autocast):
             try:
-                self._session = onnx_session(self._graph(precision, source))
+                self._session = onnx_session(self._graph(precision, source), threads)
             except ImportError as exc:
                 if backend == "onnxruntime" or precision.startswith("int8"):
                     raise ValueError(f"the onnxruntime backend needs onnxruntime and onnx installed ({exc})") from None
@@ -77,7 +83,7 @@ class Evaluator:
             self.precision = precision if precision in ("float32", "int8-raw") else "int8"
         else:
             self.precision = "bfloat16" if self._autocast else "float32"
-        self._near_tie_session = onnx_session(export_onnx(self.net)) if self.precision == "int8" else None
+        self._near_tie_session = onnx_session(export_onnx(self.net), threads) if self.precision == "int8" else None
         self.positions = 0  # positions the int8 model answered, and of those the near ties answered in float32
         self.near_ties = 0
 
@@ -92,10 +98,11 @@ class Evaluator:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path = DEFAULT_CHECKPOINT, device: str | torch.device | None = None,
-                        precision: str = "auto") -> "Evaluator":
+                        precision: str = "auto", threads: int | None = None) -> "Evaluator":
         """Evaluator over a checkpoint's network (raises zero.checkpoint.CheckpointError for a bad file). With
         precision "auto" the CPU runs the checkpoint's int8 model (see the module doc)."""
-        return cls(load_checkpoint(path).build_network(), device, precision=precision, source=Path(path))
+        return cls(load_checkpoint(path).build_network(), device, precision=precision, source=Path(path),
+                   threads=threads)
 
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """planes float32 [N, NUM_PLANES, 8, 8] -> (policy logits float32 [N, 1024] unmasked,
@@ -150,7 +157,8 @@ class PolicyPlayer:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path = DEFAULT_CHECKPOINT, seed: int = 0) -> "PolicyPlayer":
-        return cls(Evaluator.from_checkpoint(path, device="cpu"), name=f"policy:{path}", seed=seed)
+        return cls(Evaluator.from_checkpoint(path, device="cpu", threads=SMALL_BATCH_THREADS), name=f"policy:{path}",
+                   seed=seed)
 
     def reset(self, seed: int) -> None:
         self._rng = np.random.default_rng([self.seed, seed])
