@@ -3,6 +3,13 @@
 Each position of a query (one, or one per ply of `analyze_plies`) waits for a free tree, is searched in
 lockstep with every other position in flight (their leaves go to the network in one batch, as self-play's
 games do) and is answered as soon as its own limits are reached, so answers come back out of order.
+
+A tree keeps its search after its answer until another position needs it. A position asked with a time
+limit alone (a move on the clock) that continues the game of one searched before (the same start, its moves
+and more) is searched on in that tree, from the subtree of the moves played since, as a match player on
+the clock keeps its tree from move to move: a program playing a game through the engine, one query a move,
+searches as `play` does. A budget of simulations or nodes is an analysis's, and is searched afresh, so that
+its answer counts exactly that budget.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from selfplay.analysis import VISITS_PER_STEP, analysis_of, candidate_lines, wit
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, warm_up
 from zero.egdb import Egdb
-from zero.game import Game
+from zero.game import Game, Move, Position
 
 
 @dataclass
@@ -56,6 +63,10 @@ class AnalysisPool:
                                     egdb=egdb)
         self.waiting: deque[Task] = deque()
         self.running: list[Task | None] = [None] * settings.slots
+        # The game (start, moves) each tree's root was last searched for, None for a tree never used.
+        self.rooted: list[tuple[Position, tuple[Move, ...]] | None] = [None] * settings.slots
+        self.last_used = [0] * settings.slots  # when each tree last got a position (counting self.uses)
+        self.uses = 0
 
     @property
     def idle(self) -> bool:
@@ -101,13 +112,26 @@ class AnalysisPool:
                     or now >= task.deadline() or (limits.nodes is not None and nodes >= limits.nodes))
 
     def _start_waiting(self) -> None:
-        for g, task in enumerate(self.running):
-            if not self.waiting:
+        while self.waiting:
+            free = [g for g, task in enumerate(self.running) if task is None]
+            if not free:
                 return
-            if task is not None:
-                continue
             task = self.waiting.popleft()
-            self.search.set_root(g, task.game)
+            start, moves = task.game.positions[0], tuple(task.game.moves)
+            # The tree of this game's latest position searched before, else one holding no other game's,
+            # else the one searched longest ago.
+            continued = [g for g in free if self.rooted[g] is not None and self.rooted[g][0] == start
+                         and moves[:len(self.rooted[g][1])] == self.rooted[g][1]] \
+                if task.query.limits.clock_only else []
+            if continued:
+                g = max(continued, key=lambda g: len(self.rooted[g][1]))
+                self.search.follow(g, moves[len(self.rooted[g][1]):], task.game)
+            else:
+                g = min(free, key=lambda g: (self.rooted[g] is not None, self.last_used[g]))
+                self.search.set_root(g, task.game)
+            self.rooted[g] = (start, moves)
+            self.uses += 1
+            self.last_used[g] = self.uses
             task.started = time.perf_counter()
             self.running[g] = task
 

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from selfplay.analysis import single_game_search
 from selfplay.search import SearchConfig
 from selfplay.time_manager import TimeManager, clock_move_seconds
 from zero.game import Game, Move, Position, RulesConfig
@@ -48,7 +49,9 @@ class EngineSettings:
     max_seconds: float = 3600.0  # the largest `time`
     cache_positions: int = 16_384  # network answers remembered by position (consecutive plies of a game
     #                                share most of their trees); 0 = no cache
-    search: SearchConfig = field(default_factory=SearchConfig)
+    # A game's positions are usually asked one at a time (a program playing through the engine), so each
+    # tree fills the network's batches alone, as a game searched alone does (selfplay.analysis).
+    search: SearchConfig = field(default_factory=single_game_search)
     # Analysis has no game-length cap: a position 400 plies into a game is as analysable as any other.
     rules: RulesConfig = field(default_factory=lambda: RulesConfig(max_plies=0))
 
@@ -71,6 +74,12 @@ class Limits:
     simulations: int | None = None
     seconds: float | None = None
     nodes: int | None = None
+
+    @property
+    def clock_only(self) -> bool:
+        """Only a time limit: a move played on the clock, which may search on in an earlier query's tree
+        (play.analysis_pool). A budget of simulations or nodes is an analysis's, searched afresh."""
+        return self.seconds is not None and self.simulations is None and self.nodes is None
 
     def as_json(self) -> dict[str, int | float]:
         named = {"simulations": self.simulations, "time": self.seconds, "nodes": self.nodes}

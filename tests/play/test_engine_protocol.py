@@ -329,3 +329,24 @@ def test_with_calls_in_flight_the_engine_answers_as_many_queries_with_their_budg
     for g in range(forest.trees.shape[0]):
         used = int(forest.trees[g, mcts.USED])
         assert not forest.stats[g, :used, mcts.VIRTUAL].any(), g
+
+
+def test_a_move_on_the_clock_searches_on_in_the_tree_of_the_games_last_position(tiny_checkpoint):
+    from selfplay.analysis import SINGLE_GAME_LEAVES
+
+    engine = Engine(tiny_checkpoint, EngineSettings(slots=2, tree_nodes=1_000_000))
+    # A game's positions asked one at a time fill the network's batches as a game searched alone does.
+    assert engine.settings.search.leaves_per_tree == SINGLE_GAME_LEAVES
+    first = engine.analyse(moves=OPENING, simulations=4000)
+    kept = first["moves"][0]["visits"]  # the most visited move's: at least 4000 over the legal moves
+    # The engine's move played, the next position asked with a moment's time starts from the visits its
+    # subtree holds, which one network call could never make; asked again, it keeps them and searches on.
+    later = engine.analyse(moves=OPENING + [first["move"]], time=0.001)
+    assert later["simulations"] >= kept > 4 * SINGLE_GAME_LEAVES
+    again = engine.analyse(moves=OPENING + [first["move"]], time=0.001)
+    assert again["simulations"] >= later["simulations"]
+    # A budget of simulations is an analysis's: searched afresh, it counts exactly its budget; and a
+    # position of another game never continues this one's tree.
+    assert engine.analyse(moves=OPENING + [first["move"]], simulations=20)["simulations"] == 20
+    other = engine.analyse(fen="B:W21,22,23,24,25,26,27,28,29,30,31:B1,2,3,4,5,6,7,8,9,10,11", time=0.001)
+    assert other["simulations"] < kept
