@@ -9,16 +9,18 @@ limit alone (a move on the clock) that continues the game of one searched before
 and more) is searched on in that tree, from the subtree of the moves played since, as a match player on
 the clock keeps its tree from move to move: a program playing a game through the engine, one query a move,
 searches as `play` does. A budget of simulations or nodes is an analysis's, and is searched afresh, so that
-its answer counts exactly that budget.
+its answer counts exactly that budget. A move on a game clock spends it as a match player on one does
+(`selfplay.time_manager.MoveTimer`): it may stop before its time or think on past it.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
 
 from play.analysis_json import analysis_json
 from play.engine import plies_left
@@ -27,6 +29,7 @@ from selfplay import mcts
 from selfplay.analysis import VISITS_PER_STEP, analysis_of, candidate_lines, with_database
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, warm_up
+from selfplay.time_manager import MoveTimer, move_time
 from zero.egdb import Egdb
 from zero.game import Game, Move, Position
 
@@ -38,21 +41,20 @@ class Task:
     query: Query
     ply: int
     game: Game
-    started: float = 0.0  # perf_counter when it got a tree
-
-    def deadline(self) -> float:
-        seconds = self.query.limits.seconds
-        return self.started + seconds if seconds is not None else float("inf")
+    started: float = 0.0  # the pool's clock when it got a tree
+    timer: MoveTimer | None = None  # with a time limit: when its search ends
 
 
 class AnalysisPool:
     """See the module docstring. Not thread-safe: one thread submits and steps."""
 
     def __init__(self, evaluator: PositionEvaluator, settings: EngineSettings, egdb: Egdb | None = None,
-                 network: PositionEvaluator | None = None):
+                 network: PositionEvaluator | None = None, clock: Callable[[], float] = time.perf_counter):
         """With `egdb`, the positions it holds are exact, in the search and in the answers. `network`: the
-        evaluator whose moves-left head gives the answers' plies_left (`evaluator` may be a cache over it)."""
+        evaluator whose moves-left head gives the answers' plies_left (`evaluator` may be a cache over it).
+        Time is read from `clock` (seconds; tests drive a fake one)."""
         settings.validate()
+        self.clock = clock
         self.evaluator = evaluator
         self.network = network or evaluator
         self.settings = settings
@@ -67,6 +69,9 @@ class AnalysisPool:
         self.rooted: list[tuple[Position, tuple[Move, ...]] | None] = [None] * settings.slots
         self.last_used = [0] * settings.slots  # when each tree last got a position (counting self.uses)
         self.uses = 0
+        # The root value each tree's last move on a game clock found, by side to move, in the game it
+        # follows: a value that falls below it makes the next move's search think on.
+        self.clock_values: list[dict[bool, float]] = [{} for _ in range(settings.slots)]
 
     @property
     def idle(self) -> bool:
@@ -91,7 +96,7 @@ class AnalysisPool:
             if task is not None:
                 self.search.start(g, min(self._visit_limit(task), self.search.root_visits(g) + VISITS_PER_STEP))
         self.search.step(self.evaluator)
-        now = time.perf_counter()
+        now = self.clock()
         done = [g for g, task in enumerate(self.running) if task is not None and self._done(g, task, now)]
         if done:
             # A finished tree is read and then given to another position: nothing of it may be in flight.
@@ -101,6 +106,8 @@ class AnalysisPool:
             task = self.running[g]
             self.search.stop(g)
             self.running[g] = None
+            if task.query.limits.clock_left is not None:
+                self.clock_values[g][task.game.position.black_to_move] = self.search.root_value(g)
             answers.append(self._answer(g, task, now - task.started))
         return answers
 
@@ -109,7 +116,8 @@ class AnalysisPool:
         limits = task.query.limits
         return bool(self.search.root_visits(g) >= self._visit_limit(task) or self.search.forest.trees[g, mcts.FULL]
                     or self.search.root_proven(g) is not None
-                    or now >= task.deadline() or (limits.nodes is not None and nodes >= limits.nodes))
+                    or (limits.nodes is not None and nodes >= limits.nodes)
+                    or (task.timer is not None and task.timer.done(self.search, g, now)))
 
     def _start_waiting(self) -> None:
         while self.waiting:
@@ -129,11 +137,35 @@ class AnalysisPool:
             else:
                 g = min(free, key=lambda g: (self.rooted[g] is not None, self.last_used[g]))
                 self.search.set_root(g, task.game)
+                self.clock_values[g] = {}
             self.rooted[g] = (start, moves)
             self.uses += 1
             self.last_used[g] = self.uses
-            task.started = time.perf_counter()
+            task.started = self.clock()
+            task.timer = self._timer(g, task)
             self.running[g] = task
+
+    def _timer(self, g: int, task: Task) -> MoveTimer | None:
+        """When a timed search of `task` in tree `g` ends: at its `time`; a move on a game clock as a match
+        player on one spends it (selfplay.time_manager): the increment and a share of the rest, less once
+        its move can no longer change, more while its choice is unstable, never more than is left, and
+        nothing for a forced move."""
+        limits = task.query.limits
+        manager = self.settings.time_manager
+        if limits.clock_left is None:
+            if limits.seconds is None:
+                return None
+            return MoveTimer(manager, task.started, limits.seconds)
+        if len(task.game.legal_moves()) == 1:
+            return MoveTimer(manager, task.started, 0.0)  # a forced move: answered after the first step
+        position = task.game.position
+        above = None if self.egdb is None else position.piece_count() - self.egdb.max_pieces
+        budget = move_time(manager, limits.increment, limits.clock_left - limits.increment, above)
+        cap = min(limits.clock_left, limits.seconds if limits.seconds is not None else math.inf)
+        return MoveTimer(manager, task.started, min(budget.target, cap), stop_early=True,
+                         most_seconds=min(budget.most, cap),
+                         previous_value=self.clock_values[g].get(position.black_to_move),
+                         kept=self.search.root_visits(g), limit=self._visit_limit(task))
 
     def _visit_limit(self, task: Task) -> int:
         return task.query.limits.simulations or self.settings.max_simulations

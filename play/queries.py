@@ -14,7 +14,7 @@ from typing import Any
 
 from selfplay.analysis import single_game_search
 from selfplay.search import SearchConfig
-from selfplay.time_manager import TimeManager, clock_move_seconds
+from selfplay.time_manager import TimeManager
 from zero.game import Game, Move, Position, RulesConfig
 from zero.notation import NotationError, fen_to_position, resolve_move
 from zero.pdn import MAX_PLIES
@@ -54,6 +54,8 @@ class EngineSettings:
     search: SearchConfig = field(default_factory=single_game_search)
     # Analysis has no game-length cap: a position 400 plies into a game is as analysable as any other.
     rules: RulesConfig = field(default_factory=lambda: RulesConfig(max_plies=0))
+    # How a query's game clock (`clock`, `increment`) is spent: as a match player on a game clock spends it.
+    time_manager: TimeManager = field(default_factory=TimeManager)
 
     def validate(self) -> None:
         if self.slots < 1:
@@ -64,26 +66,29 @@ class EngineSettings:
         if self.cache_positions < 0:
             raise ValueError(f"the position cache cannot hold {self.cache_positions} positions")
         self.search.validate()
+        self.time_manager.validate()
 
 
 @dataclass(frozen=True)
 class Limits:
     """When a search stops: at the first limit reached. `nodes` counts the nodes of the tree (positions
-    expanded and their children), `seconds` runs from when the position gets a tree."""
+    expanded and their children), `seconds` runs from when the position gets a tree. A game clock
+    (`clock_left`, the seconds the side to move has left with this move's increment, and `increment`, what
+    it gains a move) is a time limit that the engine's time manager makes the move's time
+    (play.analysis_pool)."""
 
     simulations: int | None = None
     seconds: float | None = None
     nodes: int | None = None
+    clock_left: float | None = None
+    increment: float = 0.0
 
     @property
     def clock_only(self) -> bool:
         """Only a time limit: a move played on the clock, which may search on in an earlier query's tree
         (play.analysis_pool). A budget of simulations or nodes is an analysis's, searched afresh."""
-        return self.seconds is not None and self.simulations is None and self.nodes is None
-
-    def as_json(self) -> dict[str, int | float]:
-        named = {"simulations": self.simulations, "time": self.seconds, "nodes": self.nodes}
-        return {name: value for name, value in named.items() if value is not None}
+        timed = self.seconds is not None or self.clock_left is not None
+        return timed and self.simulations is None and self.nodes is None
 
 
 @dataclass(frozen=True)
@@ -216,21 +221,19 @@ def _limits(obj: dict, settings: EngineSettings) -> Limits:
     if nodes is not None and not (_is_int(nodes) and 1 <= nodes <= settings.tree_nodes):
         raise QueryError(f"nodes must be an integer from 1 to {settings.tree_nodes} (the engine's tree size), "
                          f"not {json_text(nodes)}")
-    clock = _clock_seconds(obj, settings)
-    if clock is not None:
-        seconds = clock if seconds is None else min(seconds, clock)
-    if simulations is None and seconds is None and nodes is None:
+    clock_left, increment = _clock(obj, settings)
+    if simulations is None and seconds is None and nodes is None and clock_left is None:
         simulations = settings.default_simulations
-    return Limits(simulations, None if seconds is None else float(seconds), nodes)
+    return Limits(simulations, None if seconds is None else float(seconds), nodes, clock_left, increment)
 
 
-def _clock_seconds(obj: dict, settings: EngineSettings) -> float | None:
-    """The time a game clock (`clock` left, `increment` a move) gives the move, or None without a clock."""
+def _clock(obj: dict, settings: EngineSettings) -> tuple[float | None, float]:
+    """A game clock's seconds left (None without a clock) and its increment a move."""
     left, increment = obj.get("clock"), obj.get("increment")
     if left is None:
         if increment is not None:
             raise QueryError("increment needs clock: the seconds the side to move has left")
-        return None
+        return None, 0.0
     if not (_is_number(left) and 0 < left <= settings.max_seconds):
         raise QueryError(f"clock must be a number of seconds above 0 and at most {settings.max_seconds:g}, "
                          f"not {json_text(left)}")
@@ -238,7 +241,7 @@ def _clock_seconds(obj: dict, settings: EngineSettings) -> float | None:
     if not (_is_number(increment) and 0 <= increment <= left):
         raise QueryError(f"increment must be a number of seconds from 0 to the clock's {left:g}, "
                          f"not {json_text(increment)}")
-    return clock_move_seconds(TimeManager(), float(left), float(increment))
+    return float(left), float(increment)
 
 
 def _top(obj: dict) -> int | None:

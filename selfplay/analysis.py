@@ -10,7 +10,6 @@ a forced move unsearched and stops on the clock once its move can no longer chan
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from selfplay import mcts
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import (BatchedSearch, SearchConfig, choose_move, move_order, moves_by_key, proven_wdl, warm_up,
                              wdl_of)
-from selfplay.time_manager import Instability, TimeManager, decided
+from selfplay.time_manager import MoveTimer, TimeManager
 from zero.egdb import Egdb
 from zero.game import Game, Move, Position
 
@@ -187,38 +186,18 @@ class GameSearch:
         if seconds is not None:
             warm_up(self.evaluator, self.config, game.rules, self.egdb)
         started = self.clock()
-        deadline = started + seconds if seconds is not None else math.inf
-        # Only a search that may stop early (`choose` on the clock) thinks on past its time.
-        last_deadline = max(deadline, started + most_seconds) if stop_early and most_seconds is not None \
-            else deadline
         limit = simulations if simulations is not None else NO_VISIT_LIMIT
         search = self._rooted_at(game)
-        kept = search.root_visits(0)
-        instability = Instability(self.time_manager, self._chosen_value.get(game.position.black_to_move))
+        timer = MoveTimer(self.time_manager, started, seconds, stop_early=stop_early, most_seconds=most_seconds,
+                          previous_value=self._chosen_value.get(game.position.black_to_move),
+                          kept=search.root_visits(0), limit=limit)
         # At least one step even when the time is already spent (a loaded machine): a player on the clock
         # must answer with a move.
         while search.root_visits(0) < limit and search.root_proven(0) is None and self._make_room(search):
             search.start(0, min(limit, search.root_visits(0) + VISITS_PER_STEP))
             search.step(self.evaluator)
-            now = self.clock()
-            visits = search.root_visits(0)
-            children = search.root_children(0) if last_deadline > deadline else None  # for both rules below
-            if children is not None:
-                instability.observe(children, visits - kept)
-            if now >= deadline and (now >= last_deadline or
-                                    not instability.unstable(visits - kept, search.root_value(0))):
+            if timer.done(search, 0, self.clock()):
                 break
-            if stop_early:
-                # Before the target, the time to it is what is left; past it, an unstable search's time.
-                end = deadline if now < deadline else last_deadline
-                left = min(self.time_manager.simulations_left(visits - kept, now - started, end - now),
-                           limit - visits)
-                # No move has more visits than the root, so while the time left buys that many the move can
-                # still change, and the root's children (a copy of them each step) need not be read.
-                if left >= visits:
-                    continue
-                if decided(children if children is not None else search.root_children(0), left):
-                    break
         search.drain()
         search.stop(0)
         analysis = analysis_of(search, game.position)

@@ -14,6 +14,9 @@ Thinking on: a player on a game clock (`GameClock`) aims at a target time a move
 (`TimeManager.move_time`); at the target it stops unless its choice is unstable (`Instability`): the move it
 would play changed late in the search, or the position's value fell well below what the player's previous
 search found. The time saved by early stops and forced moves stays on the clock and pays for these.
+
+`MoveTimer` applies these rules to a search, step by step: `selfplay.analysis.GameSearch` for a game searched
+alone, `play.analysis_pool` for the engine's queries.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from selfplay.search import RootChildren, move_order
+from selfplay.search import BatchedSearch, RootChildren, move_order
 from zero.config import check_settings, setting
 
 
@@ -136,13 +139,6 @@ def move_time(manager: TimeManager, increment: float, bank: float,
     return MoveTime(target, most)
 
 
-def clock_move_seconds(manager: TimeManager, left: float, increment: float) -> float:
-    """The time of a move for a player with `left` seconds on its clock now (this move's increment in it) and
-    `increment` more at each later move, as an engine told its clock gets it: move_time's target, never
-    more than is left."""
-    return min(move_time(manager, increment, left - increment).target, left)
-
-
 class Instability:
     """Whether a search's choice is still settling: the move it would play changed within the last
     `unstable_share` of its simulations, or its root value fell `value_drop` below the player's previous
@@ -165,3 +161,47 @@ class Instability:
         late = self.changed_at > (1.0 - self.manager.unstable_share) * searched
         dropped = self.previous_value is not None and value < self.previous_value - self.manager.value_drop
         return late or dropped
+
+
+class MoveTimer:
+    """When a search for time ends, asked after each of its steps: at `seconds`; a search for a move on the
+    clock (`stop_early`) also as soon as its move can no longer change (`decided`), and with `most_seconds`
+    above `seconds` (a game clock's move) it thinks on past `seconds`, up to `most_seconds`, while its
+    choice is unstable (`Instability`, against `previous_value`, the player's last search's root value).
+    `kept`: the root's visits when the search began (a subtree kept from earlier moves), which neither the
+    rate nor the instability counts; `limit`: a budget of root visits that also ends the search."""
+
+    def __init__(self, manager: TimeManager, started: float, seconds: float | None, *, stop_early: bool = False,
+                 most_seconds: float | None = None, previous_value: float | None = None, kept: int = 0,
+                 limit: float = math.inf) -> None:
+        self.manager = manager
+        self.started = started
+        self.deadline = started + seconds if seconds is not None else math.inf
+        # Only a search that may stop early (a move to play) thinks on past its time.
+        self.last_deadline = max(self.deadline, started + most_seconds) \
+            if stop_early and most_seconds is not None else self.deadline
+        self.stop_early = stop_early
+        self.instability = Instability(manager, previous_value)
+        self.kept = kept
+        self.limit = limit
+
+    def done(self, search: BatchedSearch, g: int, now: float) -> bool:
+        """Whether tree `g`'s search should end at `now`, after a step."""
+        visits = search.root_visits(g)
+        searched = visits - self.kept
+        children = search.root_children(g) if self.last_deadline > self.deadline else None  # for both rules
+        if children is not None:
+            self.instability.observe(children, searched)
+        if now >= self.deadline and (now >= self.last_deadline or
+                                     not self.instability.unstable(searched, search.root_value(g))):
+            return True
+        if not self.stop_early:
+            return False
+        # Before the target, the time to it is what is left; past it, an unstable search's time.
+        end = self.deadline if now < self.deadline else self.last_deadline
+        left = min(self.manager.simulations_left(searched, now - self.started, end - now), self.limit - visits)
+        # No move has more visits than the root, so while the time left buys that many the move can still
+        # change, and the root's children (a copy of them each step) need not be read.
+        if left >= visits:
+            return False
+        return decided(children if children is not None else search.root_children(g), left)

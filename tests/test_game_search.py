@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from counting import ClockedEvaluator
 from selfplay.analysis import SINGLE_GAME_LEAVES, GameSearch, analyse, best_move
 from selfplay.evaluators import HashEvaluator, UniformEvaluator
 from selfplay.search import RootChildren, SearchConfig, warm_up
@@ -166,32 +167,7 @@ def test_a_match_player_on_the_clock_is_warmed_before_its_first_move(monkeypatch
 
 # ------------------------------------------------------------------------------------------ on the clock
 
-class _ClockedEvaluator:
-    """Every network call costs `seconds` of a fake clock (`clock`, for GameSearch); calls and the positions
-    sent are counted. All
-    values are even; the policy is uniform, or with `favourite` (an action index) puts nearly all the
-    prior on that action wherever it is legal."""
-
-    def __init__(self, seconds: float = 0.01, favourite: int | None = None) -> None:
-        self.seconds, self.favourite = seconds, favourite
-        self.now, self.calls, self.positions = 0.0, 0, 0
-        self.inner = UniformEvaluator((0.3, 0.4, 0.3))
-
-    def clock(self) -> float:
-        return self.now
-
-    def evaluate(self, planes):
-        self.calls += 1
-        self.positions += len(planes)
-        self.now += self.seconds
-        logits, wdl = self.inner.evaluate(planes)
-        if self.favourite is not None:
-            logits = logits.copy()
-            logits[:, self.favourite] = 8.0
-        return logits, wdl
-
-
-def _clocked_search(evaluator: _ClockedEvaluator, **kwargs) -> GameSearch:
+def _clocked_search(evaluator: ClockedEvaluator, **kwargs) -> GameSearch:
     warm_up(UniformEvaluator())  # the once-a-process warm-up, before any fake clock runs
     return GameSearch(evaluator, clock=evaluator.clock, **kwargs)
 
@@ -204,7 +180,7 @@ def _played(*moves: str) -> Game:
 
 
 def test_a_forced_move_is_played_unsearched_and_the_tree_follows_it():
-    evaluator = _ClockedEvaluator()
+    evaluator = ClockedEvaluator()
     search = _clocked_search(evaluator)
     game = _played("11-15")
     reply = resolve_move("22-18", game.legal_moves())
@@ -226,7 +202,7 @@ def test_a_forced_move_is_played_unsearched_and_the_tree_follows_it():
 def test_a_search_on_the_clock_ends_within_one_network_call_of_its_time():
     for seconds in (0.5, 0.333, 0.01):
         for choose in (False, True):  # even positions: the early stop never applies
-            evaluator = _ClockedEvaluator(seconds=0.01)
+            evaluator = ClockedEvaluator(seconds=0.01)
             search = _clocked_search(evaluator)
             started = evaluator.calls
             analysis = search.choose(Game(), seconds=seconds)[1] if choose else search.analyse(Game(), seconds=seconds)
@@ -237,7 +213,7 @@ def test_a_search_on_the_clock_ends_within_one_network_call_of_its_time():
 def test_a_search_on_the_clock_stops_once_its_move_cannot_change():
     game = Game()
     favourite = resolve_move("11-15", game.legal_moves())
-    evaluator = _ClockedEvaluator(seconds=0.01, favourite=move_action(favourite, True))
+    evaluator = ClockedEvaluator(seconds=0.01, favourite=move_action(favourite, True))
     move, analysis = _clocked_search(evaluator).choose(game, seconds=1.0)
     assert move == favourite
     # Stopped well before its second: the rest of the time could not have changed the move.
@@ -246,7 +222,7 @@ def test_a_search_on_the_clock_stops_once_its_move_cannot_change():
     left = TimeManager().simulations_left(analysis.simulations, analysis.seconds, 1.0 - analysis.seconds)
     assert visits[1] + left < visits[0]
     # Analysis spends the whole time on the same position, and finds the same move.
-    evaluator = _ClockedEvaluator(seconds=0.01, favourite=move_action(favourite, True))
+    evaluator = ClockedEvaluator(seconds=0.01, favourite=move_action(favourite, True))
     full = _clocked_search(evaluator).analyse(game, seconds=1.0)
     assert full.seconds >= 1.0 and best_move(full) == favourite and full.simulations > analysis.simulations
 
@@ -324,7 +300,7 @@ def test_a_choice_is_unstable_when_its_move_changed_late_or_its_value_fell():
 @pytest.mark.parametrize("share, thinks_on", [(1.0, True), (0.0, False)])
 def test_a_search_on_a_game_clock_thinks_on_only_while_its_choice_is_unstable(share, thinks_on):
     # Share 1: every leader counts as late (always unstable); share 0: never. Even positions: no early stop.
-    evaluator = _ClockedEvaluator(seconds=0.01)
+    evaluator = ClockedEvaluator(seconds=0.01)
     search = _clocked_search(evaluator, time_manager=TimeManager(unstable_share=share, value_drop=2.0))
     _, analysis = search.choose(Game(), seconds=0.1, most_seconds=0.3)
     expected = 0.3 if thinks_on else 0.1
@@ -333,12 +309,12 @@ def test_a_search_on_a_game_clock_thinks_on_only_while_its_choice_is_unstable(sh
 
 def test_the_tree_grows_so_that_the_clock_ends_the_search():
     # A pool far too small for the time asked grows as the search fills it, up to its bound.
-    evaluator = _ClockedEvaluator(seconds=0.01)
+    evaluator = ClockedEvaluator(seconds=0.01)
     search = _clocked_search(evaluator, capacity=2_000)
     analysis = search.analyse(Game(), seconds=1.0)
     assert analysis.seconds >= 1.0 and analysis.nodes > 2_000
     # At the bound, a full tree ends the search before its time.
-    evaluator = _ClockedEvaluator(seconds=0.01)
+    evaluator = ClockedEvaluator(seconds=0.01)
     search = _clocked_search(evaluator, capacity=2_000, max_capacity=4_000)
     analysis = search.analyse(Game(), seconds=1.0)
     assert analysis.seconds < 1.0 and 3_000 < analysis.nodes <= 4_000

@@ -259,18 +259,81 @@ def test_analyze_json_is_an_engine_answer(api_engine, tiny_checkpoint, capsys, f
     assert analyzed["proven"] == answer["proven"]
 
 
-def test_a_game_clock_gives_the_move_its_share_of_the_time_left():
-    from play.queries import EngineSettings, parse_query
-    from selfplay.time_manager import TimeManager, clock_move_seconds
+def test_a_game_clock_is_read_as_the_time_left_and_the_increment():
+    from play.queries import parse_query
 
     settings = EngineSettings()
     limits = parse_query({"clock": 60, "increment": 1}, settings).limits
-    assert limits.seconds == pytest.approx(clock_move_seconds(TimeManager(), 60.0, 1.0)) == pytest.approx(1 + 59 / 20)
-    assert limits.simulations is None  # the clock is the limit, not the default simulations
-    assert parse_query({"clock": 60, "increment": 1, "time": 0.5}, settings).limits.seconds == 0.5  # the first
-    assert parse_query({"clock": 0.2}, settings).limits.seconds == pytest.approx(0.01)  # a twentieth, no increment
-    # Never more than is left, however large the increment.
-    assert parse_query({"clock": 0.5, "increment": 0.5}, settings).limits.seconds <= 0.5
+    assert (limits.clock_left, limits.increment, limits.seconds) == (60.0, 1.0, None)
+    assert limits.simulations is None and limits.clock_only  # the clock is the limit, not the default simulations
+    both = parse_query({"clock": 60, "increment": 1, "time": 0.5}, settings).limits
+    assert (both.clock_left, both.seconds) == (60.0, 0.5)
+    assert parse_query({"clock": 0.2}, settings).limits.increment == 0.0
+
+
+def _clock_answer(query: dict, evaluator, manager=None, moves=OPENING) -> dict:
+    """The answer of one query to a pool of one tree whose time is `evaluator`'s fake clock."""
+    from play.analysis_pool import AnalysisPool
+    from play.queries import parse_query
+    from selfplay.search import warm_up
+    from selfplay.time_manager import TimeManager
+
+    warm_up(evaluator.inner)  # the once-a-process warm-up, before the fake clock runs
+    settings = EngineSettings(slots=1, tree_nodes=500_000, time_manager=manager or TimeManager())
+    pool = AnalysisPool(evaluator, settings, clock=evaluator.clock)
+    pool.submit(parse_query({"moves": moves, **query}, settings))
+    answers = []
+    while not answers:
+        answers = pool.step()
+    return answers[0]
+
+
+@pytest.mark.parametrize("share, thinks_on", [(1.0, True), (0.0, False)])
+def test_a_move_on_a_game_clock_takes_its_share_and_thinks_on_only_while_its_choice_is_unstable(share, thinks_on):
+    from counting import ClockedEvaluator
+    from selfplay.time_manager import TimeManager
+
+    # 2 s banked and 0.1 a move: a target of 0.1 + 2/20 s, and up to three times that while unstable (share
+    # 1: every leader counts as late; share 0: never). Even values and a uniform policy: no early stop.
+    evaluator = ClockedEvaluator(seconds=0.01)
+    answer = _clock_answer({"clock": 2.1, "increment": 0.1}, evaluator,
+                           TimeManager(unstable_share=share, value_drop=2.0))
+    expected = 0.6 if thinks_on else 0.2
+    assert expected - 1e-3 <= answer["seconds"] <= expected + evaluator.seconds + 1e-3
+
+
+@pytest.mark.parametrize("query, most", [({"clock": 0.05, "increment": 0.05}, 0.05),  # all that is left
+                                         ({"clock": 20, "time": 0.1}, 0.1)])  # the time, when it comes first
+def test_a_move_on_a_game_clock_never_takes_more_than_it_may(query, most):
+    from counting import ClockedEvaluator
+    from selfplay.time_manager import TimeManager
+
+    evaluator = ClockedEvaluator(seconds=0.01)
+    always_unstable = TimeManager(unstable_share=1.0)
+    assert _clock_answer(query, evaluator, always_unstable)["seconds"] <= most + evaluator.seconds + 1e-3
+
+
+def test_a_move_on_a_game_clock_stops_once_it_cannot_change_and_a_forced_one_at_once():
+    from counting import ClockedEvaluator
+    from zero.encoding import move_action
+    from zero.notation import resolve_move
+
+    game = Game()
+    for text in OPENING:
+        game.play(resolve_move(text, game.legal_moves()))
+    favourite = resolve_move("9-14", game.legal_moves())
+    action = move_action(favourite, game.position.black_to_move)
+    # 20 s left and 1 a move: a target of 1 + 19/20 s, of which the search needs little.
+    clocked = _clock_answer({"clock": 20, "increment": 1}, ClockedEvaluator(seconds=0.01, favourite=action))
+    assert clocked["move"] == "9-14" and clocked["seconds"] < 1.5
+    # Asked for the same time as analysis, it spends it all on the same move.
+    timed = _clock_answer({"time": 1.95}, ClockedEvaluator(seconds=0.01, favourite=action))
+    assert timed["move"] == "9-14" and timed["seconds"] >= 1.95 - 1e-3
+    assert timed["simulations"] > clocked["simulations"]
+    # The only legal move (the capture 15x22) is answered after the first network call.
+    evaluator = ClockedEvaluator(seconds=0.01)
+    forced = _clock_answer({"clock": 20, "increment": 1}, evaluator, moves=["11-15", "22-18"])
+    assert forced["move"] == "15x22" and evaluator.calls == 1
 
 
 def test_api_limits_and_errors(api_engine, king_routes_fen):
