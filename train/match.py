@@ -38,6 +38,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -90,7 +91,19 @@ class NetworkPlayer:
         return self.seconds is not None or self.clock is not None
 
 
-MatchPlayer = NetworkPlayer | Player
+class ClockedPlayer(Protocol):
+    """A plain player on a game clock that the match keeps for it (a program speaking the JSON engine
+    protocol, train.program_player): asked for each move with the seconds its clock holds, this move's
+    increment included. As for a network player on a game clock, what a move saves stays on the clock, and
+    an overrun is a debt that later moves pay back."""
+
+    name: str
+    clock: GameClock
+
+    def choose_on_clock(self, game: Game, left: float) -> Move: ...
+
+
+MatchPlayer = NetworkPlayer | Player | ClockedPlayer
 
 
 @dataclass(frozen=True)
@@ -383,13 +396,14 @@ def play_match(
     their rounds are not played again (a game is a function of its seed, so the rest is what an
     uninterrupted match would have played).
 
-    A network player on the clock (NetworkPlayer.seconds or .clock) plays one game at a time: its time a move is one
-    game's, and games in flight would share the processor it measures. Such games are as reproducible as
-    the clock. `clock` (seconds) times the moves and those players' searches.
+    A network player on the clock (NetworkPlayer.seconds or .clock), or a ClockedPlayer, plays one game at a
+    time: its time a move is one game's, and games in flight would share the processor it measures. Such
+    games are as reproducible as the clock. `clock` (seconds) times the moves and those players' searches.
     """
     timed = [p for p in (a, b) if isinstance(p, NetworkPlayer) and p.on_the_clock]
     lockstep = [p for p in (a, b) if isinstance(p, NetworkPlayer) and not p.on_the_clock]
-    if timed:
+    clocked = [p for p in (a, b) if not isinstance(p, NetworkPlayer) and getattr(p, "clock", None) is not None]
+    if timed or clocked:
         parallel = 1
     for player in timed:
         warm_up(player.evaluator, player.config, rules, player.egdb)  # before its first move's clock
@@ -427,7 +441,7 @@ def play_match(
             game.play(move)
         for search in searches.values():
             search.set_root(g, game)
-        banks = {id(p): p.clock.base for p in timed if p.clock is not None}
+        banks = {id(p): p.clock.base for p in (*timed, *clocked) if p.clock is not None}
         return _Slot(k + 1, opening_index, a_black, game, mix_seed(seed, k), banks=banks)
 
     def finish(g: int, slot: _Slot) -> bool:
@@ -458,13 +472,16 @@ def play_match(
             for search in searches.values():
                 search.play(g, move, slot.game)
 
-    def plain_move(slot: _Slot, player: Player) -> Move:
+    def plain_move(slot: _Slot, player: Player | ClockedPlayer) -> Move:
         game = slot.game
         black = game.position.black_to_move
         reset = getattr(player, "reset", None)
         if reset is not None:
             reset(mix_seed(slot.seed, int(black), game.ply))
-        move = player.choose(game)
+        if id(player) in slot.banks:
+            move = player.choose_on_clock(game, slot.banks[id(player)] + player.clock.increment)
+        else:
+            move = player.choose(game)
         if move not in game.legal_moves():
             raise IllegalMoveError(f"{player.name} chose {move}, which is not legal in {game.position}")
         return move

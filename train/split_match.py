@@ -74,11 +74,8 @@ def play_split_match(spec_a: str, spec_b: str, openings: Sequence[Opening], proc
                      rules: RulesConfig = RulesConfig(), progress: bool = False) -> MatchResult:
     """Players given as train.player_specs specs (e.g. "mcts:NET:t0.1") play every opening with both colours,
     the openings split over `processes` processes (see the module doc)."""
-    if processes < 1:
-        raise ValueError("processes must be at least 1")
     n = len(openings)
-    bounds = [round(k * n / processes) for k in range(processes + 1)]
-    shares = [(bounds[k], bounds[k + 1]) for k in range(processes) if bounds[k] < bounds[k + 1]]
+    shares = share_bounds(n, processes)
     counter = mp.get_context("spawn").Value("i", 0)
     jobs = [Share(spec_a, spec_b, list(openings[first:last]), seed, rules) for first, last in shares]
     with worker_pool(len(jobs), counter) as pool:
@@ -89,8 +86,21 @@ def play_split_match(spec_a: str, spec_b: str, openings: Sequence[Opening], proc
                 pending.wait(1.0)
                 bar.update(counter.value - bar.n)
         results = pending.get()
+    return joined_shares([first for first, _ in shares], results)
+
+
+def share_bounds(openings: int, processes: int) -> list[tuple[int, int]]:
+    """The contiguous shares (first, last + 1) of `openings` ballot entries over `processes` processes."""
+    if processes < 1:
+        raise ValueError("processes must be at least 1")
+    bounds = [round(k * openings / processes) for k in range(processes + 1)]
+    return [(bounds[k], bounds[k + 1]) for k in range(processes) if bounds[k] < bounds[k + 1]]
+
+
+def joined_shares(firsts: Sequence[int], results: Sequence[MatchResult]) -> MatchResult:
+    """One match from the shares' results, each share's games starting at ballot entry `firsts[k]`."""
     joined = MatchResult(results[0].a, results[0].b)
-    for (first, _), share in zip(shares, results):
+    for first, share in zip(firsts, results):
         for game, a_black, opening in zip(share.games, share.a_is_black, share.opening_index):
             # Rounds and openings as the whole ballot numbers them (two games an opening).
             joined.add(dataclasses.replace(game, round=game.round + 2 * first), a_black, first + opening)

@@ -413,3 +413,23 @@ def test_a_move_on_the_clock_searches_on_in_the_tree_of_the_games_last_position(
     assert engine.analyse(moves=OPENING + [first["move"]], simulations=20)["simulations"] == 20
     other = engine.analyse(fen="B:W21,22,23,24,25,26,27,28,29,30,31:B1,2,3,4,5,6,7,8,9,10,11", time=0.001)
     assert other["simulations"] < kept
+
+
+def test_a_match_plays_the_engine_as_a_program_on_a_game_clock(tiny_checkpoint):
+    # What benchmarks/engine_match.py plays: the engine process asked for each move with its clock.
+    from selfplay.time_manager import GameClock
+    from train.match import play_match
+    from train.program_player import ProgramPlayer
+    from zero.openings import Opening
+    from zero.players import RandomPlayer
+
+    command = f"{sys.executable} -m play engine --checkpoint {tiny_checkpoint} --no-egdb --slots 2 --tree-nodes 40000"
+    engine = ProgramPlayer("engine", command, clock=GameClock(0.0, 0.05), cwd=REPO)
+    try:
+        result = play_match(engine, RandomPlayer(0), [Opening("start", ("11-15",))], games=2)
+    finally:
+        engine.close()
+    assert len(result.games) == 2 and all(game.outcome is not None for game in result.games)
+    assert result.games[0].black == result.games[1].white == "engine"
+    # Every move after the opening is timed, the engine's included.
+    assert all(len(game.move_seconds) == len(game.moves) - 1 for game in result.games)

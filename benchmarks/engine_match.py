@@ -1,0 +1,81 @@
+"""A ballot match of two programs that speak the JSON engine protocol, each asked for its moves as a program
+playing through the engine asks (train.program_player): two checkers-zero engines of different code,
+networks or settings, or another engine with that protocol. On a game clock (`--clock BASE+INCREMENT`, the
+default 0+0.1: 0.1 s a move on average) each program's own time manager decides its moves' times; the
+summary reports each player's mean and longest. The openings are split over `--processes` pairs of programs
+run side by side (each program one thread; one of a pair searches at a time), as split_match.py splits them.
+
+    python benchmarks/engine_match.py "checkers-zero engine" "python -m play engine" --b-dir ../old-checkout \\
+        --names now before --processes 2 --out engine-match.pdn
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tqdm import tqdm
+
+from selfplay.actor import load_ballot
+from selfplay.time_manager import GameClock
+from train.match import MatchGame, MatchResult, play_match
+from train.program_player import ProgramPlayer
+from train.split_match import joined_shares, share_bounds
+from zero.config import atomic_write_bytes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("a", help="A's command line, e.g. \"checkers-zero engine --checkpoint runs/x\"")
+    parser.add_argument("b", help="B's command line")
+    parser.add_argument("--a-dir", type=Path, help="the folder A runs in (another checkout: \"python -m play engine\")")
+    parser.add_argument("--b-dir", type=Path, help="the folder B runs in")
+    parser.add_argument("--names", nargs=2, default=("A", "B"), metavar=("A", "B"))
+    limit = parser.add_mutually_exclusive_group()
+    limit.add_argument("--clock", default="0+0.1", help="each player's game clock, BASE+INCREMENT seconds")
+    limit.add_argument("--time", type=float, help="seconds a move instead of a game clock")
+    parser.add_argument("--openings", default="openings/acf_3move_144.txt",
+                        help="ballot file, relative to the data folder or absolute (default: the ACF 3-move 144)")
+    parser.add_argument("--processes", type=int, default=2, help="pairs of programs playing side by side")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="engine-match.pdn", help="every game, in round order")
+    args = parser.parse_args()
+    openings = load_ballot(args.openings)
+    shares = share_bounds(len(openings), args.processes)
+    budget = {"seconds": args.time} if args.time is not None else {"clock": GameClock.parse(args.clock)}
+    started = time.time()
+    print(f"{args.names[0]} vs {args.names[1]}, {args.time or args.clock}: {2 * len(openings)} games over "
+          f"{len(shares)} pairs of programs, load average {os.getloadavg()[0]:.1f}", flush=True)
+    bar = tqdm(total=2 * len(openings), unit=" games", dynamic_ncols=True)
+    lock = threading.Lock()
+
+    def count(_game: MatchGame, _result: MatchResult) -> None:
+        with lock:
+            bar.update()
+
+    def play_share(bounds: tuple[int, int]) -> MatchResult:
+        first, last = bounds
+        a = ProgramPlayer(args.names[0], args.a, cwd=args.a_dir, **budget)
+        b = ProgramPlayer(args.names[1], args.b, cwd=args.b_dir, **budget)
+        try:
+            return play_match(a, b, openings[first:last], seed=args.seed, on_game=count)
+        finally:
+            a.close()
+            b.close()
+
+    with ThreadPoolExecutor(len(shares)) as pool:
+        results = list(pool.map(play_share, shares))
+    bar.close()
+    result = joined_shares([first for first, _ in shares], results)
+    atomic_write_bytes(Path(args.out), result.pdn().encode())
+    print(result.summary())
+    print(f"{(time.time() - started) / 60:.1f} minutes, load average {os.getloadavg()[0]:.1f} at the end; "
+          f"games in {args.out}")
+
+
+if __name__ == "__main__":
+    main()
