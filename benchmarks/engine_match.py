@@ -22,10 +22,10 @@ from tqdm import tqdm
 
 from selfplay.actor import load_ballot
 from selfplay.time_manager import GameClock
+from split_match import report
 from train.match import MatchGame, MatchResult, play_match
 from train.program_player import ProgramPlayer
 from train.split_match import joined_shares, share_bounds
-from zero.config import atomic_write_bytes
 
 
 def main() -> None:
@@ -70,11 +70,7 @@ def main() -> None:
     with ThreadPoolExecutor(len(shares)) as pool:
         results = list(pool.map(play_share, shares))
     bar.close()
-    result = joined_shares([first for first, _ in shares], results)
-    atomic_write_bytes(Path(args.out), result.pdn().encode())
-    print(result.summary())
-    print(f"{(time.time() - started) / 60:.1f} minutes, load average {os.getloadavg()[0]:.1f} at the end; "
-          f"games in {args.out}")
+    report(joined_shares([first for first, _ in shares], results), Path(args.out), started)
 
 
 if __name__ == "__main__":

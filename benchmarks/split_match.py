@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from selfplay.actor import load_ballot
+from train.match import MatchResult
 from train.split_match import play_split_match
 from zero.config import atomic_write_bytes
 
@@ -33,10 +34,15 @@ def main() -> None:
     print(f"{args.a} vs {args.b}: {2 * len(openings)} games over {args.processes} processes, load average "
           f"{os.getloadavg()[0]:.1f}", flush=True)
     result = play_split_match(args.a, args.b, openings, args.processes, args.seed, progress=True)
-    atomic_write_bytes(Path(args.out), result.pdn().encode())
+    report(result, Path(args.out), started)
+
+
+def report(result: MatchResult, out: Path, started: float) -> None:
+    """Write a match's games to `out` and print its summary, its minutes since `started` and the load."""
+    atomic_write_bytes(out, result.pdn().encode())
     print(result.summary())
     print(f"{(time.time() - started) / 60:.1f} minutes, load average {os.getloadavg()[0]:.1f} at the end; "
-          f"games in {args.out}")
+          f"games in {out}")
 
 
 if __name__ == "__main__":
