@@ -38,7 +38,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -91,6 +91,7 @@ class NetworkPlayer:
         return self.seconds is not None or self.clock is not None
 
 
+@runtime_checkable
 class ClockedPlayer(Protocol):
     """A plain player on a game clock that the match keeps for it (a program speaking the JSON engine
     protocol, train.program_player): asked for each move with the seconds its clock holds, this move's
@@ -402,7 +403,7 @@ def play_match(
     """
     timed = [p for p in (a, b) if isinstance(p, NetworkPlayer) and p.on_the_clock]
     lockstep = [p for p in (a, b) if isinstance(p, NetworkPlayer) and not p.on_the_clock]
-    clocked = [p for p in (a, b) if not isinstance(p, NetworkPlayer) and getattr(p, "clock", None) is not None]
+    clocked = [p for p in (a, b) if isinstance(p, ClockedPlayer)]
     if timed or clocked:
         parallel = 1
     for player in timed:
