@@ -8,7 +8,7 @@ A tree keeps its search after its answer until another position needs it. A posi
 limit alone (a move on the clock) that continues the game of one searched before (the same start, its moves
 and more) is searched on in that tree, from the subtree of the moves played since, as a match player on
 the clock keeps its tree from move to move: a program playing a game through the engine, one query a move,
-searches as `play` does. A budget of simulations or nodes is an analysis's, and is searched afresh, so that
+searches as `play` does (unless that subtree fills most of the tree's pool). A budget of simulations or nodes is an analysis's, and is searched afresh, so that
 its answer counts exactly that budget. A move on a game clock spends it as a match player on one does
 (`selfplay.time_manager.MoveTimer`): it may stop before its time or think on past it.
 """
@@ -26,12 +26,18 @@ from play.analysis_json import analysis_json
 from play.engine import plies_left
 from play.queries import EngineSettings, Query
 from selfplay import mcts
-from selfplay.analysis import VISITS_PER_STEP, analysis_of, candidate_lines, with_database
+from selfplay.analysis import (VISITS_PER_STEP, analysis_of, candidate_lines, make_room, max_single_game_capacity,
+                               with_database)
 from selfplay.evaluators import PositionEvaluator
 from selfplay.search import BatchedSearch, warm_up
 from selfplay.time_manager import MoveTimer, move_time
 from zero.egdb import Egdb
 from zero.game import Game, Move, Position
+
+
+# A search that fills the largest pool the trees may have stops, whatever its time: a subtree kept from the
+# game's earlier moves that holds more than this share of it is dropped and the move searched afresh.
+KEPT_SHARE_OF_LARGEST_POOL = 0.5
 
 
 @dataclass
@@ -63,6 +69,8 @@ class AnalysisPool:
         warm_up(evaluator, settings.search, settings.rules, egdb)
         self.search = BatchedSearch(settings.slots, settings.search, settings.rules, capacity=settings.tree_nodes,
                                     egdb=egdb)
+        # The most nodes a tree's pool grows to: SINGLE_GAME_MEMORY_SHARE of memory over all the trees.
+        self.most_nodes = max(settings.tree_nodes, max_single_game_capacity(self.search.node_bytes(), settings.slots))
         self.waiting: deque[Task] = deque()
         self.running: list[Task | None] = [None] * settings.slots
         # The game (start, moves) each tree's root was last searched for, None for a tree never used.
@@ -114,10 +122,19 @@ class AnalysisPool:
     def _done(self, g: int, task: Task, now: float) -> bool:
         nodes = int(self.search.forest.trees[g, mcts.USED])
         limits = task.query.limits
-        return bool(self.search.root_visits(g) >= self._visit_limit(task) or self.search.forest.trees[g, mcts.FULL]
+        return bool(self.search.root_visits(g) >= self._visit_limit(task) or not self._room(g, task)
                     or self.search.root_proven(g) is not None
                     or (limits.nodes is not None and nodes >= limits.nodes)
                     or (task.timer is not None and task.timer.done(self.search, g, now)))
+
+    def _room(self, g: int, task: Task) -> bool:
+        """Whether tree g's search can go on: a full pool grows (every tree's) for a search that its time or
+        simulations end, as a game searched alone does; a query's `nodes` is counted in the pool it began in.
+        Without this a game on the clock filled the pool within a move or two of its endgame, and every
+        search after that ended at once, whatever its time."""
+        if task.query.limits.nodes is not None:
+            return not self.search.forest.trees[g, mcts.FULL]
+        return make_room(self.search, g, self.most_nodes)
 
     def _start_waiting(self) -> None:
         while self.waiting:
@@ -133,7 +150,9 @@ class AnalysisPool:
                 if task.query.limits.clock_only else []
             if continued:
                 g = max(continued, key=lambda g: len(self.rooted[g][1]))
-                self.search.follow(g, moves[len(self.rooted[g][1]):], task.game)
+                kept = self.search.follow(g, moves[len(self.rooted[g][1]):], task.game)
+                if kept > KEPT_SHARE_OF_LARGEST_POOL * self.most_nodes:
+                    self.search.set_root(g, task.game)
             else:
                 g = min(free, key=lambda g: (self.rooted[g] is not None, self.last_used[g]))
                 self.search.set_root(g, task.game)

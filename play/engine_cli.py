@@ -32,7 +32,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser, slots: int = DEFAULTS.
     parser.add_argument("--slots", type=int, default=slots, metavar="N",
                         help=f"positions searched together in one batched search (default {slots})")
     parser.add_argument("--tree-nodes", type=int, default=DEFAULTS.tree_nodes, metavar="N",
-                        help=f"nodes a search tree holds; a search that fills it stops (default {DEFAULTS.tree_nodes})")
+                        help=f"nodes a search tree holds to begin with; a search for time or simulations that fills "
+                             f"it grows every tree's, up to a quarter of memory over them all (default {DEFAULTS.tree_nodes})")
     add_threads_argument(parser)
     parser.add_argument("--cache", type=int, default=DEFAULTS.cache_positions, metavar="N",
                         help=f"network answers remembered by position, 0 = none (default {DEFAULTS.cache_positions})")

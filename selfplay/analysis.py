@@ -115,14 +115,27 @@ def single_game_search(search: SearchConfig | None = None) -> SearchConfig:
                                policy_temperature=SINGLE_GAME_POLICY_TEMPERATURE)
 
 
-def max_single_game_capacity(node_bytes: int) -> int:
+def max_single_game_capacity(node_bytes: int, trees: int = 1) -> int:
     """The most nodes a single game's tree may grow to: SINGLE_GAME_MEMORY_SHARE of the machine's memory,
-    and never less than SINGLE_GAME_CAPACITY."""
+    shared by the `trees` of one pool (each tree's pool is as large as the largest's), and never less than
+    SINGLE_GAME_CAPACITY."""
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # no sysconf (Windows): the starting size is the bound
         return SINGLE_GAME_CAPACITY
-    return max(SINGLE_GAME_CAPACITY, int(SINGLE_GAME_MEMORY_SHARE * memory) // node_bytes)
+    return max(SINGLE_GAME_CAPACITY, int(SINGLE_GAME_MEMORY_SHARE * memory) // (node_bytes * trees))
+
+
+def make_room(search: BatchedSearch, g: int, most: int) -> bool:
+    """Whether tree g has room for its search to go on: a full one doubles every tree's pool, up to `most`
+    nodes."""
+    if not search.forest.trees[g, mcts.FULL]:
+        return True
+    capacity = search.forest.links.shape[1]
+    if capacity >= most:
+        return False
+    search.grow(min(2 * capacity, most))
+    return True
 
 
 class GameSearch:
@@ -193,7 +206,8 @@ class GameSearch:
                           kept=search.root_visits(0), limit=limit)
         # At least one step even when the time is already spent (a loaded machine): a player on the clock
         # must answer with a move.
-        while search.root_visits(0) < limit and search.root_proven(0) is None and self._make_room(search):
+        while search.root_visits(0) < limit and search.root_proven(0) is None and make_room(
+                search, 0, self.max_capacity or max_single_game_capacity(search.node_bytes())):
             search.start(0, min(limit, search.root_visits(0) + VISITS_PER_STEP))
             search.step(self.evaluator)
             if timer.done(search, 0, self.clock()):
@@ -205,17 +219,6 @@ class GameSearch:
             analysis = with_database(analysis, self.egdb, game.position, search)
         analysis.seconds = self.clock() - started
         return analysis
-
-    def _make_room(self, search: BatchedSearch) -> bool:
-        """Whether the tree has room for the search to go on: a full one doubles, up to max_capacity."""
-        if not search.forest.trees[0, mcts.FULL]:
-            return True
-        most = self.max_capacity or max_single_game_capacity(search.node_bytes())
-        capacity = search.forest.links.shape[1]
-        if capacity >= most:
-            return False
-        search.grow(min(2 * capacity, most))
-        return True
 
     def candidate_lines(self, position: Position, moves: list[Move]) -> dict[Move, list[Move]]:
         """After a search of `position` (the last analyse): candidate_lines of its tree."""

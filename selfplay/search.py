@@ -229,9 +229,10 @@ class BatchedSearch:
         if capacity <= old.links.shape[1]:
             raise ValueError(f"a pool of {old.links.shape[1]} nodes cannot grow to {capacity}")
         self.forest = new = mcts.new_forest(self.games, capacity, old.history.shape[1])
-        used = int(old.trees[:, mcts.USED].max())  # only nodes in use: the new pool's pages stay untouched
-        new.stats[:, :used], new.links[:, :used], new.nodes[:, :used] = (
-            old.stats[:, :used], old.links[:, :used], old.nodes[:, :used])
+        for g in range(self.games):  # only each tree's nodes in use: the new pool's other pages stay untouched
+            used = int(old.trees[g, mcts.USED])
+            new.stats[g, :used], new.links[g, :used], new.nodes[g, :used] = (
+                old.stats[g, :used], old.links[g, :used], old.nodes[g, :used])
         new.trees[:], new.history[:] = old.trees, old.history
         new.trees[:, mcts.FULL] = 0
         self._new_index = np.zeros(capacity, dtype=np.int32)

@@ -433,3 +433,13 @@ def test_a_match_plays_the_engine_as_a_program_on_a_game_clock(tiny_checkpoint):
     assert result.games[0].black == result.games[1].white == "engine"
     # Every move after the opening is timed, the engine's included.
     assert all(len(game.move_seconds) == len(game.moves) - 1 for game in result.games)
+
+
+def test_a_search_that_fills_its_tree_grows_it_unless_its_limit_is_nodes(tiny_checkpoint):
+    # A game on the clock used to fill the engine's pool within a move or two of its endgame, and every
+    # search after that ended at once, whatever its time: a search for simulations or time grows the pool.
+    settings = EngineSettings(slots=2, tree_nodes=1_000)
+    grown = Engine(tiny_checkpoint, settings).analyse(moves=OPENING, simulations=3_000)
+    assert grown["simulations"] == 3_000 and grown["nodes"] > 1_000
+    # A query's nodes counts in the pool as it began (at most its size), and stops when that is full.
+    assert 900 <= Engine(tiny_checkpoint, settings).analyse(moves=OPENING, nodes=1_000)["nodes"] <= 1_000
