@@ -8,9 +8,10 @@ A tree keeps its search after its answer until another position needs it. A posi
 limit alone (a move on the clock) that continues the game of one searched before (the same start, its moves
 and more) is searched on in that tree, from the subtree of the moves played since, as a match player on
 the clock keeps its tree from move to move: a program playing a game through the engine, one query a move,
-searches as `play` does (unless that subtree fills most of the tree's pool). A budget of simulations or nodes is an analysis's, and is searched afresh, so that
-its answer counts exactly that budget. A move on a game clock spends it as a match player on one does
-(`selfplay.time_manager.MoveTimer`): it may stop before its time or think on past it.
+searches as `play` does (unless that subtree fills most of the largest pool a tree may have). A budget of
+simulations or nodes is an analysis's, and is searched afresh, so that its answer counts exactly that budget.
+A move on a game clock spends it as a match player on one does (`selfplay.time_manager.MoveTimer`): it may
+stop before its time or think on past it.
 """
 
 from __future__ import annotations
