@@ -71,7 +71,8 @@ class AnalysisPool:
         self.search = BatchedSearch(settings.slots, settings.search, settings.rules, capacity=settings.tree_nodes,
                                     egdb=egdb)
         # The most nodes a tree's pool grows to: SINGLE_GAME_MEMORY_SHARE of memory over all the trees.
-        self.most_nodes = max(settings.tree_nodes, max_single_game_capacity(self.search.node_bytes(), settings.slots))
+        self.most_nodes = max_single_game_capacity(self.search.node_bytes(), settings.slots,
+                                                   least=settings.tree_nodes)
         self.waiting: deque[Task] = deque()
         self.running: list[Task | None] = [None] * settings.slots
         # The game (start, moves) each tree's root was last searched for, None for a tree never used.
@@ -123,10 +124,12 @@ class AnalysisPool:
     def _done(self, g: int, task: Task, now: float) -> bool:
         nodes = int(self.search.forest.trees[g, mcts.USED])
         limits = task.query.limits
-        return bool(self.search.root_visits(g) >= self._visit_limit(task) or not self._room(g, task)
+        # Room last: a search that ends anyway must not grow every tree's pool on its way out.
+        return bool(self.search.root_visits(g) >= self._visit_limit(task)
                     or self.search.root_proven(g) is not None
                     or (limits.nodes is not None and nodes >= limits.nodes)
-                    or (task.timer is not None and task.timer.done(self.search, g, now)))
+                    or (task.timer is not None and task.timer.done(self.search, g, now))
+                    or not self._room(g, task))
 
     def _room(self, g: int, task: Task) -> bool:
         """Whether tree g's search can go on: a full pool grows (every tree's) for a search that its time or

@@ -115,15 +115,15 @@ def single_game_search(search: SearchConfig | None = None) -> SearchConfig:
                                policy_temperature=SINGLE_GAME_POLICY_TEMPERATURE)
 
 
-def max_single_game_capacity(node_bytes: int, trees: int = 1) -> int:
-    """The most nodes a single game's tree may grow to: SINGLE_GAME_MEMORY_SHARE of the machine's memory,
-    shared by the `trees` of one pool (each tree's pool is as large as the largest's), and never less than
-    SINGLE_GAME_CAPACITY."""
+def max_single_game_capacity(node_bytes: int, trees: int = 1, least: int = SINGLE_GAME_CAPACITY) -> int:
+    """The most nodes a tree may grow to: SINGLE_GAME_MEMORY_SHARE of the machine's memory, shared by the
+    `trees` of one pool (each tree's pool is as large as the largest's), and never less than `least` (the
+    size the trees start with)."""
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # no sysconf (Windows): the starting size is the bound
-        return SINGLE_GAME_CAPACITY
-    return max(SINGLE_GAME_CAPACITY, int(SINGLE_GAME_MEMORY_SHARE * memory) // (node_bytes * trees))
+        return least
+    return max(least, int(SINGLE_GAME_MEMORY_SHARE * memory) // (node_bytes * trees))
 
 
 def make_room(search: BatchedSearch, g: int, most: int) -> bool:

@@ -103,6 +103,20 @@ def test_a_program_player_needs_one_budget():
         ProgramPlayer("p", "true", clock=GameClock(0, 0.1), seconds=0.1)
     with pytest.raises(ValueError, match="above 0"):
         ProgramPlayer("p", "true", seconds=0)
+    with pytest.raises(ValueError, match="at most 3600"):
+        ProgramPlayer("p", "true", seconds=3601)
+
+
+def test_a_clock_over_what_the_protocol_takes_is_sent_as_its_most(tmp_path):
+    # The engine refuses a clock over an hour: a longer one is told as an hour, not sent to be refused.
+    command, log = _program(tmp_path)
+    player = ProgramPlayer("first-move", command, clock=GameClock(3600.0, 1.0), cwd=REPO)
+    try:
+        play_match(player, RandomPlayer(0), [Opening("start", ())], games=1, clock=lambda: 0.0)
+    finally:
+        player.close()
+    asked = [json.loads(line) for line in log.read_text().splitlines()]
+    assert asked and {(clock, increment) for _ply, clock, increment, _seconds in asked} == {(3600.0, 1.0)}
 
 
 def test_a_program_that_hangs_is_named_and_stopped(tmp_path):

@@ -27,6 +27,9 @@ from zero.notation import NotationError, resolve_move
 # The seconds a program may take to start and answer its first query: a checkers-zero engine on a cold cache
 # compiles its search kernels and derives its int8 model first, minutes on a busy 2-core machine.
 STARTUP_SECONDS = 600.0
+# The most seconds the protocol takes as a query's `time` or `clock`: a clock that holds more (a long base, or
+# a bank grown over a long game) is sent as this much, which a move never needs.
+PROTOCOL_MOST_SECONDS = 3600.0
 
 
 class ProgramError(RuntimeError):
@@ -44,8 +47,9 @@ class ProgramPlayer:
         to hang (its start, which may compile its kernels, gets STARTUP_SECONDS)."""
         if (clock is None) == (seconds is None):
             raise ValueError(f"{name}: a program player needs a game clock or a time a move, not both")
-        if seconds is not None and not seconds > 0:
-            raise ValueError(f"{name}: the time a move must be above 0, not {seconds:g}")
+        if seconds is not None and not 0 < seconds <= PROTOCOL_MOST_SECONDS:
+            raise ValueError(f"{name}: the time a move must be above 0 and at most {PROTOCOL_MOST_SECONDS:g} s, "
+                             f"not {seconds:g}")
         self.name = name
         self.command = command
         self.clock = clock
@@ -75,8 +79,9 @@ class ProgramPlayer:
         return self._move(game, {"time": self.seconds}, self.seconds)
 
     def choose_on_clock(self, game: Game, left: float) -> Move:
-        # The protocol takes a clock above 0: a debt beyond what is left still gets a moment.
-        left = max(left, 1e-3)
+        # The protocol takes a clock above 0 and knows no debt: a program that overran is told a clock all but
+        # empty, as a real one would show it, and pays the debt back at once.
+        left = min(max(left, 1e-3), PROTOCOL_MOST_SECONDS)
         return self._move(game, {"clock": left, "increment": min(self.clock.increment, left)}, left)
 
     def close(self) -> None:
@@ -103,7 +108,11 @@ class ProgramPlayer:
             raise ProgramError(f"{self.name} answered {answer.get('move')!r}: {exc}") from None
 
     def _ended(self) -> str:
-        status = self._process.wait()
+        try:  # its output ended or its input broke: it is ending, or must be ended
+            status = self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            status = self._process.wait()
         self._stderr.seek(0)
         said = _last_line(self._stderr.read())
         return f"{self.name} ({self.command}) ended with exit status {status}" + (f": {said}" if said else "")

@@ -443,3 +443,40 @@ def test_a_search_that_fills_its_tree_grows_it_unless_its_limit_is_nodes(tiny_ch
     assert grown["simulations"] == 3_000 and grown["nodes"] > 1_000
     # A query's nodes counts in the pool as it began (at most its size), and stops when that is full.
     assert 900 <= Engine(tiny_checkpoint, settings).analyse(moves=OPENING, nodes=1_000)["nodes"] <= 1_000
+
+
+@pytest.mark.parametrize("seconds, grows", [(0.45, False), (0.55, True)])
+def test_a_full_tree_grows_only_for_a_search_that_goes_on(seconds, grows):
+    # Growing copies every tree's nodes: a search whose time is up as its tree fills ends, and leaves the
+    # pool as it is. (Each fake network call costs 0.1 s; the tree of 257 nodes is full after the fifth.)
+    from counting import ClockedEvaluator
+    from play.analysis_pool import AnalysisPool
+    from play.queries import parse_query
+    from selfplay import mcts
+    from selfplay.search import warm_up
+
+    evaluator = ClockedEvaluator(seconds=0.1)
+    warm_up(evaluator.inner)
+    settings = EngineSettings(slots=1, tree_nodes=257)
+    pool = AnalysisPool(evaluator, settings, clock=evaluator.clock)
+    pool.submit(parse_query({"moves": ["9-13", "21-17", "5-9"], "time": seconds}, settings))
+    while not pool.step():
+        pass
+    assert int(pool.search.forest.trees[0, mcts.USED]) > 256 - 7  # full: the next expansion did not fit
+    assert pool.search.forest.links.shape[1] == (514 if grows else 257)
+
+
+def test_a_pool_of_many_trees_grows_within_its_share_of_memory():
+    # Each tree's pool is as large as the largest's: the bound is shared by all of them, below the size a
+    # single game's tree may reach.
+    import os
+
+    from counting import ClockedEvaluator
+    from play.analysis_pool import AnalysisPool
+    from selfplay.analysis import SINGLE_GAME_MEMORY_SHARE
+
+    settings = EngineSettings(slots=4096, tree_nodes=257)
+    pool = AnalysisPool(ClockedEvaluator(), settings)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert 257 <= pool.most_nodes
+    assert pool.most_nodes * settings.slots * pool.search.node_bytes() <= SINGLE_GAME_MEMORY_SHARE * memory
