@@ -24,7 +24,7 @@ from selfplay.actor import load_ballot
 from selfplay.time_manager import GameClock
 from split_match import report
 from train.match import MatchGame, MatchResult, play_match
-from train.program_player import ProgramPlayer
+from train.program_player import ProgramError, ProgramPlayer
 from train.split_match import joined_shares, share_bounds
 
 
@@ -62,13 +62,23 @@ def main() -> None:
         a = ProgramPlayer(args.names[0], args.a, cwd=args.a_dir, **budget)
         b = ProgramPlayer(args.names[1], args.b, cwd=args.b_dir, **budget)
         try:
-            return play_match(a, b, openings[first:last], seed=args.seed, on_game=count)
+            # A program that fails ends the other shares at their next game: their results would not be used.
+            return play_match(a, b, openings[first:last], seed=args.seed, on_game=count,
+                              should_stop=lambda _result: failed.is_set())
+        except BaseException:
+            failed.set()
+            raise
         finally:
             a.close()
             b.close()
 
-    with ThreadPoolExecutor(len(shares)) as pool:
-        results = list(pool.map(play_share, shares))
+    failed = threading.Event()
+    try:
+        with ThreadPoolExecutor(len(shares)) as pool:
+            results = list(pool.map(play_share, shares))
+    except ProgramError as exc:
+        bar.close()
+        raise SystemExit(f"engine_match: {exc}") from None
     bar.close()
     report(joined_shares([first for first, _ in shares], results), Path(args.out), started)
 
