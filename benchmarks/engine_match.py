@@ -44,9 +44,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="engine-match.pdn", help="every game, in round order")
     args = parser.parse_args()
-    openings = load_ballot(args.openings)
+    try:
+        budget = {"seconds": args.time} if args.time is not None else {"clock": GameClock.parse(args.clock)}
+        if args.time is not None and not args.time > 0:
+            raise ValueError(f"--time must be above 0, got {args.time:g}")
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.processes < 1:
+        parser.error(f"--processes must be at least 1, got {args.processes}")
+    try:
+        openings = load_ballot(args.openings)
+    except (OSError, ValueError) as exc:
+        parser.error(str(exc))
     shares = share_bounds(len(openings), args.processes)
-    budget = {"seconds": args.time} if args.time is not None else {"clock": GameClock.parse(args.clock)}
     started = time.time()
     print(f"{args.names[0]} vs {args.names[1]}, {args.time or args.clock}: {2 * len(openings)} games over "
           f"{len(shares)} pairs of programs, load average {os.getloadavg()[0]:.1f}", flush=True)
