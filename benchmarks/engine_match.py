@@ -46,8 +46,7 @@ def main() -> None:
     args = parser.parse_args()
     try:
         budget = {"seconds": args.time} if args.time is not None else {"clock": GameClock.parse(args.clock)}
-        if args.time is not None and not args.time > 0:
-            raise ValueError(f"--time must be above 0, got {args.time:g}")
+        ProgramPlayer(args.names[0], args.a, **budget)  # checks the budget; no program starts before a move
     except ValueError as exc:
         parser.error(str(exc))
     if args.processes < 1:

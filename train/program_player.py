@@ -90,11 +90,7 @@ class ProgramPlayer:
                 self._process.stdin.close()
             except BrokenPipeError:  # it has ended already
                 pass
-            try:
-                self._process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+            _wait_or_kill(self._process)
             self._process = None
             self._stderr.close()
 
@@ -108,11 +104,7 @@ class ProgramPlayer:
             raise ProgramError(f"{self.name} answered {answer.get('move')!r}: {exc}") from None
 
     def _ended(self) -> str:
-        try:  # its output ended or its input broke: it is ending, or must be ended
-            status = self._process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            status = self._process.wait()
+        status = _wait_or_kill(self._process)  # its output ended or its input broke: it is ending
         self._stderr.seek(0)
         said = _last_line(self._stderr.read())
         return f"{self.name} ({self.command}) ended with exit status {status}" + (f": {said}" if said else "")
@@ -142,6 +134,16 @@ class ProgramPlayer:
         if "error" in answer:
             raise ProgramError(f"{self.name} answered an error: {answer['error']}")
         return answer
+
+
+def _wait_or_kill(process: subprocess.Popen, seconds: float = 30.0) -> int:
+    """The exit status of a program told to end (its input closed or broken): it gets `seconds` to end by
+    itself, and is killed after that."""
+    try:
+        return process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()
 
 
 def _last_line(data: bytes) -> str:
