@@ -18,8 +18,8 @@ from zero import egdb
 from zero.data import data_file
 from zero.egdb import DRAW, LOSS, WIN, EgdbFileError, Probe, layout, load, position_index, slice_path
 from zero.egdb_build import build, count_disagreements, decode_position, ensure_built
-from zero.game import Position
-from zero.notation import fen_to_position
+from zero.game import Game, Move, Position, Termination
+from zero.notation import fen_to_position, resolve_move
 from zero.reference import reference_moves, reference_play
 
 BRUTE_PIECES = 3
@@ -167,17 +167,60 @@ def _position_at(db, i: int) -> Position:
     return Position(int(b), int(w), int(k), True)
 
 
-def _answer_of_best_move(db, pos: Position) -> Probe:
-    best = db.best_move(pos)
-    return dict(db.move_values(pos))[best] if best is not None else Probe(LOSS, 0)
+def _answer_of(db, pos: Position, move: Move | None) -> Probe:
+    return dict(db.move_values(pos))[move] if move is not None else Probe(LOSS, 0)
 
 
 def test_best_move_keeps_the_value_and_hurries(db3):
     for i in np.random.default_rng(2).integers(0, layout(BRUTE_PIECES).total, size=300):
         pos = _position_at(db3, int(i))
         assert db3.probe(pos) == egdb.decode(int(db3.tables.codes[i]))
-        # the best move's value is the position's, at the same distance: a win hurries, a loss delays
-        assert _answer_of_best_move(db3, pos) == db3.probe(pos)
+        # the best move's value is the position's, at the same distance: a win hurries, a loss delays; so
+        # does the move played in a game that has just begun (no repetition or count to claim a draw by)
+        assert _answer_of(db3, pos, db3.best_move(pos)) == db3.probe(pos)
+        assert _answer_of(db3, pos, db3.move_in_game(Game(pos))) == db3.probe(pos)
+
+
+def _losing_replies(db, pos: Position, move: Move) -> int:
+    after = pos.play(move)
+    return sum(db.probe(after.play(reply)).value == WIN for reply in after.legal_moves())
+
+
+def test_a_drawn_game_goes_on_where_the_opponent_can_go_wrong(db3):
+    # King against king: 1-6 leaves White two replies that walk into a capture; 1-5, the first drawing
+    # move, none
+    pos = fen_to_position("B:WK15:BK1")
+    assert db3.probe(pos).value == DRAW and str(db3.best_move(pos)) == "1-5"
+    move = db3.move_in_game(Game(pos))
+    assert str(move) == "1-6" and _answer_of(db3, pos, move).value == DRAW
+    assert _losing_replies(db3, pos, move) == 2 and _losing_replies(db3, pos, db3.best_move(pos)) == 0
+    # Both sides playing the first drawing move, Black's 17-13 at ply 17 repeats a position a third time;
+    # the move played in the game keeps it going, still drawn
+    game = Game(fen_to_position("B:WK9:BK1"))
+    for _ in range(16):
+        game.play(db3.best_move(game.position))
+    first = db3.best_move(game.position)
+    game.play(first)
+    assert game.outcome is not None and game.outcome.termination == Termination.REPETITION
+    game.undo()
+    move = db3.move_in_game(game)
+    game.play(move)
+    assert game.outcome is None and db3.probe(game.position).value == DRAW
+
+
+def test_a_lost_game_is_drawn_by_repetition_where_a_move_can_claim_it(db3):
+    # Black's king, lost to two, has shuffled 1-6 and back twice while White shuffled 9-13 and back
+    lost = fen_to_position("B:WK2,K9:BK1")
+    assert db3.probe(lost) == Probe(LOSS, 22)
+    game = Game(lost.play(resolve_move("1-6", lost.legal_moves())))
+    for text in ("9-13", "6-1", "13-9", "1-6", "9-13", "6-1", "13-9"):
+        game.play(resolve_move(text, game.legal_moves()))
+    assert game.position == lost and game.outcome is None
+    assert str(db3.best_move(lost)) == "1-5"  # the slowest loss
+    move = db3.move_in_game(game)
+    assert str(move) == "1-6"
+    game.play(move)
+    assert game.outcome.winner == 0 and game.outcome.termination == Termination.REPETITION
 
 
 def test_every_stored_value_is_the_best_over_its_children(db3):

@@ -511,8 +511,9 @@ def play_match(
                     move = book_move
                 elif isinstance(player, NetworkPlayer) and player.egdb is not None and \
                         slot.game.position.piece_count() <= player.egdb.max_pieces:
-                    # As play does: a position the database holds is played from it, perfectly, unsearched.
-                    move = player.egdb.best_move(slot.game.position)
+                    # A position the database holds is played from it, unsearched: never worse than its value,
+                    # and a draw kept going while the opponent can still go wrong.
+                    move = player.egdb.move_in_game(slot.game)
                 elif id(player) in game_searches:
                     search = game_searches[id(player)]
                     if player.clock is None:

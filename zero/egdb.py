@@ -38,7 +38,7 @@ from numba import njit
 
 from zero import movegen
 from zero.bitboard import FULL, ROW0, ROW7, lowest_bit_index, popcount
-from zero.game import Move, Position
+from zero.game import Game, Move, Position
 
 ENV_VAR = "CHECKERS_ZERO_EGDB"
 
@@ -439,6 +439,34 @@ class Egdb:
             return (value, -distance if value == WIN else distance if value == LOSS else 0)
 
         values = self.move_values(position)
+        return max(values, key=score)[0] if values else None
+
+    def move_in_game(self, game: Game) -> Move | None:
+        """The move a player with the database plays in `game`, whose position it holds: the fastest win;
+        else a draw that goes on, giving the opponent the largest share of losing replies, at the position the
+        game has seen least; else a draw by the rules; else the slowest loss. None when there is no move.
+
+        The database knows no repetition or no-progress count, and its first drawing move in move order
+        tends to shuffle back into a threefold repetition within a few moves, ending a game that a fallible
+        opponent could still lose. A drawn game goes on at no risk (every move keeps the draw), and a lost
+        one is better drawn by the rules than lost."""
+
+        def score(item: tuple[Move, Probe]) -> tuple:
+            move, (value, distance) = item
+            game.play(move)
+            try:
+                if game.outcome is not None and game.outcome.winner == 0:
+                    return (1,)  # drawn by the rules: the database's value no longer counts
+                if value == WIN:
+                    return (3, -distance)
+                if value == LOSS:
+                    return (0, distance)
+                replies = [self.probe(game.position.play(reply)).value for reply in game.legal_moves()]
+                return (2, replies.count(WIN) / len(replies), -game.repetitions())
+            finally:
+                game.undo()
+
+        values = self.move_values(game.position)
         return max(values, key=score)[0] if values else None
 
 
