@@ -241,7 +241,7 @@ def test_four_pieces_are_consistent_with_their_children(tmp_path):
     # The same judgement in Python (Egdb.move_values), on a few.
     for i in sample[:200]:
         pos = _position_at(db, int(i))
-        assert _answer_of_best_move(db, pos) == db.probe(pos)
+        assert _answer_of(db, pos, db.best_move(pos)) == db.probe(pos)
 
 
 # ---- files ------------------------------------------------------------------------------------------
