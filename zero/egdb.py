@@ -434,12 +434,8 @@ class Egdb:
         """A move that keeps the value: the fastest win, else a draw, else the slowest loss; None when the
         side to move has no move."""
 
-        def score(item: tuple[Move, Probe]) -> tuple[int, int]:
-            value, distance = item[1]
-            return (value, -distance if value == WIN else distance if value == LOSS else 0)
-
         values = self.move_values(position)
-        return max(values, key=score)[0] if values else None
+        return max(values, key=lambda item: _keeping_value(item[1]))[0] if values else None
 
     def move_in_game(self, game: Game) -> Move | None:
         """The move a player with the database plays in `game`, whose position it holds: the fastest win;
@@ -452,15 +448,15 @@ class Egdb:
         one is better drawn by the rules than lost."""
 
         def score(item: tuple[Move, Probe]) -> tuple:
-            move, (value, distance) = item
+            move, probe = item
             game.play(move)
             try:
                 if game.outcome is not None and game.outcome.winner == 0:
                     return (1,)  # drawn by the rules: the database's value no longer counts
-                if value == WIN:
-                    return (3, -distance)
-                if value == LOSS:
-                    return (0, distance)
+                if probe.value == WIN:
+                    return (3, _keeping_value(probe))
+                if probe.value == LOSS:
+                    return (0, _keeping_value(probe))
                 replies = [self.probe(game.position.play(reply)).value for reply in game.legal_moves()]
                 return (2, replies.count(WIN) / len(replies), -game.repetitions())
             finally:
@@ -468,6 +464,13 @@ class Egdb:
 
         values = self.move_values(game.position)
         return max(values, key=score)[0] if values else None
+
+
+def _keeping_value(probe: Probe) -> tuple[int, int]:
+    """Orders a mover's answers as the database plays them: wins, the fastest first; then draws; then
+    losses, the slowest first."""
+    value, distance = probe
+    return (value, -distance if value == WIN else distance if value == LOSS else 0)
 
 
 def built(pieces: int, directory: Path | None = None) -> bool:
