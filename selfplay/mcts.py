@@ -180,11 +180,13 @@ def repetitions(f, g, node):
 
 
 @njit(cache=True)
-def _best_child(f, g, p, c_puct, c_puct_growth, c_puct_base, fpu_reduction, virtual_loss):
+def _best_child(f, g, p, c_puct, c_puct_growth, c_puct_base, fpu_reduction, virtual_loss, draw_worth):
     """The PUCT choice at p, in one pass over the children: every unvisited child has the same Q (the
     first-play urgency), so the best of them is the first with the highest prior, and it is compared with
     the best visited child at the end (on equal scores the earlier child wins, as a plain scan would).
-    Children proven lost for the chooser are passed over (p is unproven, so another child is not)."""
+    Children proven lost for the chooser are passed over (p is unproven, so another child is not).
+    `draw_worth`: what a draw adds to the chooser's Q (the search's draw_value, negated at the opponent's
+    nodes), times the draw probability the child's visits found (1 for a proven draw)."""
     first = f.links[g, p, FIRST_CHILD]
     end = first + f.links[g, p, N_CHILDREN]
     if end == first + 1:
@@ -207,9 +209,9 @@ def _best_child(f, g, p, c_puct, c_puct_growth, c_puct_base, fpu_reduction, virt
             if stats[c, PROVEN_PLIES] >= 0:
                 if stats[c, PROVEN_VALUE] > 0:  # a win for the child's side to move
                     continue
-                q = 0.0  # a proven draw (a proven loss of the child would have proven p)
+                q = draw_worth  # a proven draw (a proven loss of the child would have proven p)
             else:
-                q = (stats[c, VALUE_SUM] - stats[c, VIRTUAL] * virtual_loss) / n
+                q = (stats[c, VALUE_SUM] - stats[c, VIRTUAL] * virtual_loss + draw_worth * stats[c, DRAW_SUM]) / n
             score = q + c_puct * prior * sqrt_n / (1 + n)
             if score > best:
                 best = score
@@ -221,7 +223,9 @@ def _best_child(f, g, p, c_puct, c_puct_growth, c_puct_base, fpu_reduction, virt
         return best_c
     # The parent's value sum is from its opponent's view: negate for the chooser. A parent expanded
     # without the network (a capture pending) has no value of its own until a descent below it returns.
-    parent_q = -stats[p, VALUE_SUM] / stats[p, VISITS] if stats[p, VISITS] > 0 else 0.0
+    parent_q = 0.0
+    if stats[p, VISITS] > 0:
+        parent_q = (-stats[p, VALUE_SUM] + draw_worth * stats[p, DRAW_SUM]) / stats[p, VISITS]
     fpu = parent_q - fpu_reduction * math.sqrt(visited_mass)
     score = fpu + c_puct * unvisited_prior * sqrt_n / (1 + 0.0)
     if best_c < 0 or score > best or (score == best and unvisited_c < best_c):
@@ -375,7 +379,7 @@ def _halving_child(f, g, limit, score):
 def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base, fpu_reduction,
                   fpu_reduction_root, virtual_loss, resolve_captures, repetitions_for_draw, no_progress_plies,
                   leaf_game, leaf_node, leaf_reps, planes, moves, tables, halving, root_limit, root_score,
-                  answers, actions, priors, policy_temperature):
+                  answers, actions, priors, policy_temperature, draw_value):
     """One selection pass over the active trees (see the module docstring). Writes the leaves for the
     network (tree, node, repetition count, input planes) and returns (their number, visits to proven nodes
     made, leaves answered from `answers`). `tables` is an endgame database (zero.egdb.Tables;
@@ -383,7 +387,7 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
     (selfplay.answer_table.AnswerArrays; one of no slots for none), whose answers expand a leaf at
     `policy_temperature` as expand_and_backup's would. Trees with `halving[g]` choose at the root by
     sequential halving, with root child k's visit limit root_limit[g, k] and its tie-break
-    root_score[g, k]."""
+    root_score[g, k]. `draw_value`: what a draw is worth to the root's side to move (_best_child)."""
     n_leaves = 0
     n_terminal = 0
     n_recalled = 0
@@ -397,6 +401,7 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
                and root[PROVEN_PLIES] < 0):
             node = 0
             reps = 0
+            draw_worth = draw_value  # for the side choosing at `node`: the root's side, then each in turn
             while True:
                 if f.stats[g, node, PROVEN_PLIES] >= 0:
                     break
@@ -404,11 +409,14 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
                 if state == EXPANDED:
                     if node == 0 and halving[g]:
                         node = _halving_child(f, g, root_limit[g], root_score[g])
+                        draw_worth = -draw_worth
                         if node < 0:
                             break
                         continue
                     reduction = fpu_reduction_root if node == 0 else fpu_reduction
-                    node = _best_child(f, g, node, c_puct, c_puct_growth, c_puct_base, reduction, virtual_loss)
+                    node = _best_child(f, g, node, c_puct, c_puct_growth, c_puct_base, reduction, virtual_loss,
+                                       draw_worth)
+                    draw_worth = -draw_worth
                     continue
                 if state == NEW:
                     n_moves, reps = _decide_new(f, g, node, repetitions_for_draw, no_progress_plies, moves, tables)

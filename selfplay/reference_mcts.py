@@ -25,7 +25,10 @@ Semantics (see selfplay.mcts for the reasoning):
     ln((N_parent + c_puct_base) / c_puct_base), in-flight visits counted in N and as losses of
     size `virtual_loss` in Q (a proven draw's Q is 0, a child proven lost for the chooser is never
     chosen); unvisited children get Q_parent - fpu_reduction * sqrt(visited prior mass), Q_parent being 0
-    before the parent's first visit; ties go to the first child in generation order;
+    before the parent's first visit; ties go to the first child in generation order; with a `draw_value`,
+    every Q (the parent's and a proven draw's included) adds draw_value times the node's draw share (draw
+    sum over visits, in-flight ones counted; 1 for a proven draw) where the root's side chooses, and
+    subtracts it where its opponent does;
   * with sequential halving at the root (selfplay.gumbel; begun when the root is expanded, its phase
     advanced before each step's selection), a descent from the root takes the child below its visit limit
     with the fewest visits (in-flight ones counted), ties to the higher Gumbel score, and when every child
@@ -65,8 +68,11 @@ class Node:
         self.value_sum = 0.0  # from the view of the player who moved here
         self.draw_sum = 0.0
 
-    def q_for_chooser(self, virtual_loss: float) -> float:
-        return (self.value_sum - self.virtual * virtual_loss) / (self.visits + self.virtual)
+    def q_for_chooser(self, virtual_loss: float, draw_worth: float) -> float:
+        return (self.value_sum - self.virtual * virtual_loss + draw_worth * self.draw_sum) / (self.visits + self.virtual)
+
+    def depth(self) -> int:
+        return 0 if self.parent is None else 1 + self.parent.depth()
 
 
 class ReferenceMcts:
@@ -194,7 +200,9 @@ class ReferenceMcts:
         for child in node.children:
             if child.visits + child.virtual > 0:
                 visited_mass += child.prior
-        parent_q = -node.value_sum / node.visits if node.visits else 0.0
+        # The root's side chooses at even depths, and there a draw is worth draw_value to it.
+        draw_worth = c.draw_value if node.depth() % 2 == 0 else -c.draw_value
+        parent_q = (-node.value_sum + draw_worth * node.draw_sum) / node.visits if node.visits else 0.0
         fpu = parent_q - reduction * math.sqrt(visited_mass)
         best, best_child = -math.inf, node.children[0]
         for child in node.children:
@@ -202,9 +210,9 @@ class ReferenceMcts:
                 continue
             n = child.visits + child.virtual
             if child.proven_value == 0.0:
-                q = 0.0
+                q = draw_worth
             else:
-                q = child.q_for_chooser(c.virtual_loss) if n > 0 else fpu
+                q = child.q_for_chooser(c.virtual_loss, draw_worth) if n > 0 else fpu
             score = q + c_puct * child.prior * sqrt_n / (1 + n)
             if score > best:
                 best, best_child = score, child

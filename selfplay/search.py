@@ -49,6 +49,12 @@ class SearchConfig:
     # looks more at moves the network ranks second (lc0's policy softmax temperature). A game searched alone
     # uses selfplay.analysis.SINGLE_GAME_POLICY_TEMPERATURE; 1 here keeps self-play's targets as they were.
     policy_temperature: float = setting(1.0, above=0)
+    # What a draw is worth to the side to move at the root, in the search's selection: a child's Q for the
+    # root's side adds draw_value times its draw probability (the opponent's nodes subtract it), so below 0
+    # the search prefers the lines where the game stays decisive, against an opponent likely to go wrong
+    # (lc0's contempt). 0, a draw's worth in a zero-sum game, for self-play and gating, whose targets it
+    # would bias.
+    draw_value: float = setting(0.0, low=-1, high=1)
     fpu_reduction: float = setting(0.25, low=0)  # unvisited child's Q = parent Q - this * sqrt(visited prior mass)
     fpu_reduction_root: float = setting(0.0, low=0)  # the same at the root, where noise should be free to act
     virtual_loss: float = setting(1.0, low=0)  # each in-flight visit counts as a loss of this size while pending
@@ -395,7 +401,7 @@ class BatchedSearch:
                 self.rules.repetitions_for_draw, self.rules.no_progress_plies, batch.game, batch.node, batch.reps,
                 batch.planes, self._moves, self._tables, self._halving_on, self._root_limit, self._root_score,
                 table.arrays if table is not None else self._no_answers, self._actions, self._priors,
-                c.policy_temperature,
+                c.policy_temperature, c.draw_value,
             )
             if table is not None:
                 table.hits += n_recalled

@@ -68,7 +68,8 @@ _GROWTH_AND_TEMPERATURE = {"c_puct_growth": 0.8, "c_puct_base": 20.0, "policy_te
 
 @pytest.mark.parametrize("leaves_per_tree,resolve_captures,settings",
                          [(1, False, {}), (3, False, {}), (1, True, {}), (3, True, {}),
-                          (3, False, _GROWTH_AND_TEMPERATURE)])
+                          (3, False, _GROWTH_AND_TEMPERATURE), (1, False, {"draw_value": 0.4}),
+                          (3, True, {"draw_value": -0.3})])
 def test_numba_search_matches_reference(leaves_per_tree, resolve_captures, settings):
     rng = np.random.default_rng(1)
     games = [Game()] + [_random_game(rng, int(rng.integers(4, 40))) for _ in range(3)]
@@ -86,6 +87,28 @@ def test_numba_search_matches_reference(leaves_per_tree, resolve_captures, setti
         assert [c.visits for c in root.children] == children.visits.tolist()
         assert [c.value_sum for c in root.children] == pytest.approx(children.value_sum.tolist(), abs=1e-12)
         assert root.visits == search.root_visits(g)
+
+
+def test_a_draw_value_weighs_each_childs_draw_share_for_the_side_choosing():
+    # A root with two visited children, from the chooser's view: a sure draw (Q 0) and a slightly worse
+    # decisive line (Q -0.1, no draw). Drawing is the plain choice; a draw worth -0.3 to the chooser makes
+    # the decisive line the better, and the opponent, for whom the same draw is worth +0.3, keeps it.
+    f = mcts.new_forest(1, 300, 4)
+    mcts.reset_tree(f, 0, 0, 0, 0, True, 0)
+    f.links[0, 0, mcts.FIRST_CHILD], f.links[0, 0, mcts.N_CHILDREN] = 1, 2
+    f.links[0, 0, mcts.STATE] = mcts.EXPANDED
+    f.stats[0, 0, mcts.VISITS] = 200
+    for c, (value_sum, draw_sum) in ((1, (0.0, 100.0)), (2, (-10.0, 0.0))):
+        f.stats[0, c, mcts.VISITS], f.stats[0, c, mcts.PRIOR] = 100, 0.5
+        f.stats[0, c, mcts.VALUE_SUM], f.stats[0, c, mcts.DRAW_SUM] = value_sum, draw_sum
+        f.stats[0, c, mcts.PROVEN_PLIES] = -1
+
+    def choice(draw_worth: float) -> int:
+        return int(mcts._best_child(f, 0, 0, 1.0, 0.0, 1000.0, 0.25, 1.0, draw_worth))
+
+    assert (choice(0.0), choice(-0.3), choice(0.3)) == (1, 2, 1)
+    f.stats[0, 1, mcts.PROVEN_PLIES], f.stats[0, 1, mcts.PROVEN_VALUE] = 4, 0.0  # the draw proven: the same
+    assert (choice(0.0), choice(-0.3)) == (1, 2)
 
 
 @pytest.mark.parametrize("leaves_per_tree", [1, 4, 16])
