@@ -61,10 +61,12 @@ child has reached its limit the tree stops selecting until the caller sets the n
 PUCT at a node p choosing among children c (all from the chooser's view):
     score(c) = Q(c) + C(p) * prior(c) * sqrt(N(p)) / (1 + N(c))
     C(p) = c_puct + c_puct_growth * ln((N(p) + c_puct_base) / c_puct_base)
-with N counting in-flight visits, Q(c) = (value_sum(c) - virtual(c) * virtual_loss) / N(c) (0 for a
-proven draw), and for an unvisited child the first-play urgency Q = Q(p) - fpu_reduction * sqrt(prior mass
-of visited children), Q(p) counting as 0 while p has no visit of its own (a node expanded without the
-network). A child proven lost for the chooser is never chosen.
+with N counting in-flight visits, Q(c) = (value_sum(c) - virtual(c) * virtual_loss + w * draw_sum(c)) / N(c)
+(w for a proven draw), and for an unvisited child the first-play urgency Q = Q(p) - fpu_reduction *
+sqrt(prior mass of visited children), Q(p) (its draws weighed the same) counting as 0 while p has no visit
+of its own (a node expanded without the network). w is the search's draw_value where the root's side
+chooses and its negation where the opponent does (0 by default). A child proven lost for the chooser is
+never chosen.
 Ties go to the first child in move-generation order. `selfplay.reference_mcts` restates all of this in
 plain Python; the tests hold the two to identical visit counts.
 """
