@@ -65,8 +65,9 @@ with N counting in-flight visits, Q(c) = (value_sum(c) - virtual(c) * virtual_lo
 (w for a proven draw), and for an unvisited child the first-play urgency Q = Q(p) - fpu_reduction *
 sqrt(prior mass of visited children), Q(p) (its draws weighed the same) counting as 0 while p has no visit
 of its own (a node expanded without the network). w is the search's draw_value where the root's side
-chooses and its negation where the opponent does (0 by default). A child proven lost for the chooser is
-never chosen.
+chooses (0 by default); where the opponent does, it is the draw value's negation in a zero-sum search (the
+default) or 0 for an opponent supposed to value a draw as a search without a draw value does. A child
+proven lost for the chooser is never chosen.
 Ties go to the first child in move-generation order. `selfplay.reference_mcts` restates all of this in
 plain Python; the tests hold the two to identical visit counts.
 """
@@ -187,8 +188,8 @@ def _best_child(f, g, p, c_puct, c_puct_growth, c_puct_base, fpu_reduction, virt
     first-play urgency), so the best of them is the first with the highest prior, and it is compared with
     the best visited child at the end (on equal scores the earlier child wins, as a plain scan would).
     Children proven lost for the chooser are passed over (p is unproven, so another child is not).
-    `draw_worth`: what a draw adds to the chooser's Q (the search's draw_value, negated at the opponent's
-    nodes), times the draw probability the child's visits found (1 for a proven draw)."""
+    `draw_worth`: what a draw adds to the chooser's Q (w in the module docstring), times the draw
+    probability the child's visits found (1 for a proven draw)."""
     first = f.links[g, p, FIRST_CHILD]
     end = first + f.links[g, p, N_CHILDREN]
     if end == first + 1:
@@ -381,7 +382,7 @@ def _halving_child(f, g, limit, score):
 def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base, fpu_reduction,
                   fpu_reduction_root, virtual_loss, resolve_captures, repetitions_for_draw, no_progress_plies,
                   leaf_game, leaf_node, leaf_reps, planes, moves, tables, halving, root_limit, root_score,
-                  answers, actions, priors, policy_temperature, draw_value):
+                  answers, actions, priors, policy_temperature, draw_value, opponent_draw_value):
     """One selection pass over the active trees (see the module docstring). Writes the leaves for the
     network (tree, node, repetition count, input planes) and returns (their number, visits to proven nodes
     made, leaves answered from `answers`). `tables` is an endgame database (zero.egdb.Tables;
@@ -389,7 +390,8 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
     (selfplay.answer_table.AnswerArrays; one of no slots for none), whose answers expand a leaf at
     `policy_temperature` as expand_and_backup's would. Trees with `halving[g]` choose at the root by
     sequential halving, with root child k's visit limit root_limit[g, k] and its tie-break
-    root_score[g, k]. `draw_value`: what a draw is worth to the root's side to move (_best_child)."""
+    root_score[g, k]. `draw_value`: what a draw is worth to the root's side to move, `opponent_draw_value`
+    what the search supposes it is worth to the other side (_best_child)."""
     n_leaves = 0
     n_terminal = 0
     n_recalled = 0
@@ -403,7 +405,7 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
                and root[PROVEN_PLIES] < 0):
             node = 0
             reps = 0
-            draw_worth = draw_value  # for the side choosing at `node`: the root's side, then each in turn
+            roots_side = True  # choosing at `node`: the root's side, then each in turn
             while True:
                 if f.stats[g, node, PROVEN_PLIES] >= 0:
                     break
@@ -411,14 +413,14 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
                 if state == EXPANDED:
                     if node == 0 and halving[g]:
                         node = _halving_child(f, g, root_limit[g], root_score[g])
-                        draw_worth = -draw_worth
+                        roots_side = False
                         if node < 0:
                             break
                         continue
                     reduction = fpu_reduction_root if node == 0 else fpu_reduction
                     node = _best_child(f, g, node, c_puct, c_puct_growth, c_puct_base, reduction, virtual_loss,
-                                       draw_worth)
-                    draw_worth = -draw_worth
+                                       draw_value if roots_side else opponent_draw_value)
+                    roots_side = not roots_side
                     continue
                 if state == NEW:
                     n_moves, reps = _decide_new(f, g, node, repetitions_for_draw, no_progress_plies, moves, tables)

@@ -28,7 +28,7 @@ Semantics (see selfplay.mcts for the reasoning):
     before the parent's first visit; ties go to the first child in generation order; with a `draw_value`,
     every Q (the parent's and a proven draw's included) adds draw_value times the node's draw share (draw
     sum over visits, in-flight ones counted; 1 for a proven draw) where the root's side chooses, and
-    subtracts it where its opponent does;
+    subtracts it where its opponent does (nothing there with `draw_value_zero_sum` off);
   * with sequential halving at the root (selfplay.gumbel; begun when the root is expanded, its phase
     advanced before each step's selection), a descent from the root takes the child below its visit limit
     with the fewest visits (in-flight ones counted), ties to the higher Gumbel score, and when every child
@@ -201,7 +201,10 @@ class ReferenceMcts:
             if child.visits + child.virtual > 0:
                 visited_mass += child.prior
         # The root's side chooses at even depths, and there a draw is worth draw_value to it.
-        draw_worth = c.draw_value if node.depth() % 2 == 0 else -c.draw_value
+        if node.depth() % 2 == 0:
+            draw_worth = c.draw_value
+        else:
+            draw_worth = -c.draw_value if c.draw_value_zero_sum else 0.0
         parent_q = (-node.value_sum + draw_worth * node.draw_sum) / node.visits if node.visits else 0.0
         fpu = parent_q - reduction * math.sqrt(visited_mass)
         best, best_child = -math.inf, node.children[0]

@@ -55,6 +55,10 @@ class SearchConfig:
     # (lc0's contempt). 0, a draw's worth in a zero-sum game, for self-play and gating, whose targets it
     # would bias.
     draw_value: float = setting(0.0, low=-1, high=1)
+    # Whether the opponent's nodes subtract the draw value (a zero-sum search: the opponent is supposed to
+    # want the draw as much as the root's side shuns it), or value a draw at 0 as an opponent whose own
+    # search has no draw value does.
+    draw_value_zero_sum: bool = True
     fpu_reduction: float = setting(0.25, low=0)  # unvisited child's Q = parent Q - this * sqrt(visited prior mass)
     fpu_reduction_root: float = setting(0.0, low=0)  # the same at the root, where noise should be free to act
     virtual_loss: float = setting(1.0, low=0)  # each in-flight visit counts as a loss of this size while pending
@@ -401,7 +405,7 @@ class BatchedSearch:
                 self.rules.repetitions_for_draw, self.rules.no_progress_plies, batch.game, batch.node, batch.reps,
                 batch.planes, self._moves, self._tables, self._halving_on, self._root_limit, self._root_score,
                 table.arrays if table is not None else self._no_answers, self._actions, self._priors,
-                c.policy_temperature, c.draw_value,
+                c.policy_temperature, c.draw_value, -c.draw_value if c.draw_value_zero_sum else 0.0,
             )
             if table is not None:
                 table.hits += n_recalled

@@ -69,7 +69,8 @@ _GROWTH_AND_TEMPERATURE = {"c_puct_growth": 0.8, "c_puct_base": 20.0, "policy_te
 @pytest.mark.parametrize("leaves_per_tree,resolve_captures,settings",
                          [(1, False, {}), (3, False, {}), (1, True, {}), (3, True, {}),
                           (3, False, _GROWTH_AND_TEMPERATURE), (1, False, {"draw_value": 0.4}),
-                          (3, True, {"draw_value": -0.3})])
+                          (3, True, {"draw_value": -0.3}),
+                          (3, False, {"draw_value": -0.4, "draw_value_zero_sum": False})])
 def test_numba_search_matches_reference(leaves_per_tree, resolve_captures, settings):
     rng = np.random.default_rng(1)
     games = [Game()] + [_random_game(rng, int(rng.integers(4, 40))) for _ in range(3)]
@@ -109,6 +110,20 @@ def test_a_draw_value_weighs_each_childs_draw_share_for_the_side_choosing():
     assert (choice(0.0), choice(-0.3), choice(0.3)) == (1, 2, 1)
     f.stats[0, 1, mcts.PROVEN_PLIES], f.stats[0, 1, mcts.PROVEN_VALUE] = 4, 0.0  # the draw proven: the same
     assert (choice(0.0), choice(-0.3)) == (1, 2)
+
+
+def test_an_opponent_supposed_indifferent_to_draws_changes_the_search():
+    # The twin comparison above holds both searches to one rule; this holds the setting to mattering: the
+    # opponent's choices, made without the draw value, send the root's visits elsewhere.
+    def visits(zero_sum: bool) -> list[int]:
+        config = SearchConfig(draw_value=-0.5, draw_value_zero_sum=zero_sum)
+        search = BatchedSearch(1, config, capacity=60_000)
+        search.set_root(0, Game())
+        search.start(0, 400)
+        search.run(HashEvaluator(seed=3))
+        return search.root_children(0).visits.tolist()
+
+    assert visits(True) != visits(False)
 
 
 @pytest.mark.parametrize("leaves_per_tree", [1, 4, 16])
