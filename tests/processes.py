@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,3 +44,26 @@ def interrupt(proc: subprocess.Popen, *signals: int, gap: float = 0.2, timeout: 
             time.sleep(gap)
         proc.send_signal(sig)
     return proc.communicate(timeout=timeout)[0]
+
+
+class OutputReader:
+    """Collects a process's output as it comes (a thread reading its stdout pipe), so that a test can wait
+    for a line the process prints rather than race it; finish() waits for the end and returns it all."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self._proc = proc
+        self._lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in self._proc.stdout:
+            self._lines.append(line)
+
+    def text(self) -> str:
+        return "".join(self._lines)
+
+    def finish(self, timeout: float) -> str:
+        self._proc.wait(timeout=timeout)
+        self._thread.join(timeout)
+        return self.text()

@@ -16,7 +16,7 @@ import torch
 
 pytest.importorskip("ray", reason="the cluster tests need Ray: pip install -e \".[cluster]\"")
 
-from processes import interrupt, reaped, wait_until  # noqa: E402
+from processes import OutputReader, reaped, wait_until  # noqa: E402
 from test_loop import TINY_CONFIG, check_invariants, committed_games, trainer_step  # noqa: E402
 from zero.checkpoint import save_checkpoint  # noqa: E402
 from zero.data import data_file  # noqa: E402
@@ -104,6 +104,7 @@ def test_loop_on_a_ray_cluster_restarts_a_killed_worker_and_loses_no_committed_g
     config, run = tiny_run(tmp_path)
     run_copy = run / "checkpoints" / "initial-tiny.pt"
     with reaped(start_cluster_loop(run, config, ray_head)) as proc:
+        output = OutputReader(proc)
         wait_until(lambda: len(committed_games(run)) >= 3, 240, proc, "three committed games on the cluster")
         host = role_host_of_actor(run, 0)
         assert host is not None
@@ -114,7 +115,11 @@ def test_loop_on_a_ray_cluster_restarts_a_killed_worker_and_loses_no_committed_g
                    "Ray to restart the actor's worker")
         wait_until(lambda: len(committed_games(run)) > len(before) and trainer_step(run) > step_before, 240, proc,
                    "self-play and training to go on after the restart")
-        out = interrupt(proc, signal.SIGINT, timeout=120)
+        # The loop reports the restart at the new worker's first answer, which may come after its first
+        # games: wait for the report rather than race it.
+        wait_until(lambda: "actor-0 restarted by Ray" in output.text(), 120, proc, "the loop to report the restart")
+        proc.send_signal(signal.SIGINT)
+        out = output.finish(timeout=120)
     assert proc.returncode == 0, out
     assert "on the Ray cluster at" in out and "actor-0 restarted by Ray (restart 1 of 5)" in out, out
     assert " | positions " in out  # the status line, read from the run directory as without --cluster
