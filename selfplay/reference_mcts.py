@@ -201,10 +201,7 @@ class ReferenceMcts:
             if child.visits + child.virtual > 0:
                 visited_mass += child.prior
         # The root's side chooses at even depths, and there a draw is worth draw_value to it.
-        if node.depth() % 2 == 0:
-            draw_worth = c.draw_value
-        else:
-            draw_worth = -c.draw_value if c.draw_value_zero_sum else 0.0
+        draw_worth = c.draw_value if node.depth() % 2 == 0 else c.opponent_draw_value
         parent_q = (-node.value_sum + draw_worth * node.draw_sum) / node.visits if node.visits else 0.0
         fpu = parent_q - reduction * math.sqrt(visited_mass)
         best, best_child = -math.inf, node.children[0]

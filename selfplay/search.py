@@ -93,6 +93,11 @@ class SearchConfig:
         previous move."""
         return self.tree_capacity or 16 * simulations + movegen.MAX_MOVES + 1
 
+    @property
+    def opponent_draw_value(self) -> float:
+        """What the search supposes a draw is worth to the side not to move at the root."""
+        return -self.draw_value if self.draw_value_zero_sum else 0.0
+
 
 @dataclass(frozen=True)
 class RootNoise:
@@ -405,7 +410,7 @@ class BatchedSearch:
                 self.rules.repetitions_for_draw, self.rules.no_progress_plies, batch.game, batch.node, batch.reps,
                 batch.planes, self._moves, self._tables, self._halving_on, self._root_limit, self._root_score,
                 table.arrays if table is not None else self._no_answers, self._actions, self._priors,
-                c.policy_temperature, c.draw_value, -c.draw_value if c.draw_value_zero_sum else 0.0,
+                c.policy_temperature, c.draw_value, c.opponent_draw_value,
             )
             if table is not None:
                 table.hits += n_recalled
