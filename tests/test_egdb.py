@@ -18,7 +18,7 @@ from zero import egdb
 from zero.data import data_file
 from zero.egdb import DRAW, LOSS, WIN, EgdbFileError, Probe, layout, load, position_index, slice_path
 from zero.egdb_build import build, count_disagreements, decode_position, ensure_built
-from zero.game import Game, Move, Position, Termination
+from zero.game import Game, Move, Position, RulesConfig, Termination
 from zero.notation import fen_to_position, resolve_move
 from zero.reference import reference_moves, reference_play
 
@@ -221,6 +221,19 @@ def test_a_lost_game_is_drawn_by_repetition_where_a_move_can_claim_it(db3):
     assert str(move) == "1-6"
     game.play(move)
     assert game.outcome.winner == 0 and game.outcome.termination == Termination.REPETITION
+
+
+def test_where_every_move_draws_by_the_count_the_one_played_keeps_the_databases_draw(db3):
+    # A count of one ply: every king move ends the game drawn by the rules. 15-18, the first move, loses by
+    # the database; played, it would be judged a mistake and the opponent's win let go.
+    pos = fen_to_position("B:WK3,K4:BK15")
+    values = dict((str(m), p.value) for m, p in db3.move_values(pos))
+    assert db3.probe(pos).value == DRAW and values["15-18"] == LOSS and values["15-11"] == DRAW
+    game = Game(pos, rules=RulesConfig(no_progress_plies=1))
+    move = db3.move_in_game(game)
+    assert str(move) == "15-11"
+    game.play(move)
+    assert game.outcome.termination == Termination.NO_PROGRESS
 
 
 def test_every_stored_value_is_the_best_over_its_children(db3):

@@ -452,7 +452,9 @@ class Egdb:
             game.play(move)
             try:
                 if game.outcome is not None and game.outcome.winner == 0:
-                    return (1,)  # drawn by the rules: the database's value no longer counts
+                    # Drawn by the rules: the database's value no longer counts, but where every move draws
+                    # so (the no-progress count's last ply) one that keeps it leaves no mistake to judge.
+                    return (1, _keeping_value(probe))
                 if probe.value == WIN:
                     return (3, _keeping_value(probe))
                 if probe.value == LOSS:
