@@ -11,8 +11,7 @@ selfplay command and the loop's supervisor can spawn it). It
   single legal move without search, resigns below the threshold except in the play-through share of
   games (where it records who would have resigned, to measure wrong resignations), ends games at
   the rules' max_plies as draws flagged max-length, and, with `database_adjudication`, ends a game at its
-  first endgame-database position with the database's value (termination "database"), or with
-  `database_play` plays the database's positions from it;
+  first endgame-database position with the database's value (termination "database");
 * uses the run's current best checkpoint (its best-network pointer, zero.rundir, kept by the gatekeeper;
   the shipped checkpoint before there is one), or with `network = "newest"` the trainer's newest candidate,
   and switches between games: when a newer one appears, new
@@ -42,7 +41,6 @@ from selfplay.gumbel import GumbelRoot, improved_policy_target
 from selfplay.records import POSITION_FIELDS, GameRecord, PositionRows, padded_policy
 from selfplay.search import BatchedSearch, RootNoise, SearchConfig, visit_policy
 from zero.config import INFERENCE_PRECISIONS, check_settings, setting
-from zero.egdb import Egdb
 from zero.encoding import move_action
 from zero.game import Game, Move, Position, RulesConfig, Termination
 from zero.rundir import RunDir, RunDirError
@@ -91,12 +89,6 @@ class SelfPlayConfig:
     # and the solved-endgame mistake rate in `replay stats` shows whether the network learns endgames
     # (the trainer's value targets can be the database's too, trainer.database_targets, off by default).
     database_adjudication: bool = False
-    # Self-play plays as `play` and the engine do with the largest database built (the 4-piece one is built
-    # on first use): a position it holds is played from it without a search (Egdb.move_in_game: the fastest
-    # win, a draw kept going, the slowest loss), the move a policy target, and positions it holds below a
-    # searched root are exact leaves (search.database_leaves). Searching such positions with exact leaves
-    # alone shuffled in won endings (every winning move is worth the same there) and taught their draws.
-    database_play: bool = False
     # "auto": CUDA when torch sees a GPU (bf16 autocast, sized by the gpu_ settings below), else the CPU.
     device: str = "auto"  # "auto", "cpu" or "cuda"
     # On CUDA a batch of a few thousand leaves keeps the GPU busy where the CPU's 64 x 2 already saturates
@@ -248,11 +240,11 @@ class _GameInFlight:
 class _Generation:
     """One network and the games that began with it (a tree slot per game)."""
 
-    def __init__(self, evaluator, checkpoint: CheckpointInfo, config: SelfPlayConfig, egdb: Egdb | None):
+    def __init__(self, evaluator, checkpoint: CheckpointInfo, config: SelfPlayConfig):
         self.evaluator = evaluator
         self.checkpoint = checkpoint
         self.search = BatchedSearch(config.games_in_flight, config.search, config.rules,
-                                    simulations=max(config.full_simulations, config.fast_simulations), egdb=egdb)
+                                    simulations=max(config.full_simulations, config.fast_simulations))
         self.slots: list[_GameInFlight | None] = [None] * config.games_in_flight
 
     def in_flight(self) -> int:
@@ -307,7 +299,7 @@ class Actor:
         self._first_index = 0  # the first seed index no committed game of this actor has used
         self._openings = load_ballot(config.openings)
         self._egdb = None
-        if config.database_adjudication or config.database_play:
+        if config.database_adjudication:
             from zero.egdb_build import largest_available
 
             self._egdb = largest_available()
@@ -350,7 +342,7 @@ class Actor:
         evaluator = self.load_evaluator(info)
         if self.config.cache_positions:
             evaluator = CachedEvaluator(evaluator, self.config.cache_positions)
-        return _Generation(evaluator, info, self.config, self._egdb if self.config.database_play else None)
+        return _Generation(evaluator, info, self.config)
 
     # -- games ---------------------------------------------------------------------------------------
     def _may_start_game(self) -> bool:
@@ -382,7 +374,7 @@ class Actor:
         cfg = self.config
         while True:
             # Not at ply 0: a game that begins inside the database (an odd ballot) still gets one row.
-            if game.outcome is None and self.config.database_adjudication and game.ply > 0 and \
+            if game.outcome is None and self._egdb is not None and game.ply > 0 and \
                     game.position.piece_count() <= self._egdb.max_pieces:
                 value = self._egdb.probe(game.position).value
                 side = 1 if game.position.black_to_move else -1
@@ -391,13 +383,6 @@ class Actor:
                 self._finish_game(gen, g)
                 return
             legal = game.legal_moves()
-            if len(legal) > 1 and self._plays_from_database(game):
-                move = self._egdb.move_in_game(game)
-                self._add_row(slot, np.array([move_action(move, game.position.black_to_move)], np.int16),
-                              np.ones(1, np.float32), full=True, forced=False,
-                              value=float(self._egdb.probe(game.position).value))
-                self._play(gen, g, move)
-                continue
             if len(legal) > 1:
                 break
             self._add_row(slot, np.array([move_action(legal[0], game.position.black_to_move)], np.int16),
@@ -411,9 +396,6 @@ class Actor:
         noisy = slot.full_search or cfg.noise_in_fast_searches
         noise = RootNoise(slot.rng, cfg.dirichlet_alpha, cfg.dirichlet_fraction) if noisy else None
         gen.search.start(g, simulations, noise)
-
-    def _plays_from_database(self, game: Game) -> bool:
-        return self.config.database_play and game.position.piece_count() <= self._egdb.max_pieces
 
     def _play(self, gen: _Generation, g: int, move: Move) -> None:
         game = gen.slots[g].game

@@ -5,7 +5,6 @@ adjudication; exact value targets in training."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -262,42 +261,6 @@ def test_self_play_adjudicates_at_the_first_database_position(db, tmp_path):
         assert g.winner == -value  # White is to move there
         (replayed,) = read_pdn([line + "\n" for line in g.pdn.splitlines()])
         assert [str(m) for m in replayed.moves] == ["14x23"]
-
-
-def test_self_play_with_the_database_plays_its_endings_from_it(db, tmp_path):
-    from selfplay.actor import Actor, SelfPlayConfig
-
-    net = _tiny_network(tmp_path / "checkpoints" / "tiny.pt")
-    (tmp_path / "checkpoints" / "best.json").write_text(json.dumps({"path": str(net), "name": "tiny", "step": 1}))
-    rng = np.random.default_rng(4)
-    starts = [p for p in _random_positions(rng, 400, pieces=4) if len(p.legal_moves()) > 1][:6]
-    ballot = tmp_path / "endings.pdn"
-    ballot.write_text("".join(f'[FEN "{p.fen()}"]\n*\n\n' for p in starts))
-
-    def mistakes(database_play: bool) -> EndgameMistakes:
-        run = tmp_path / f"run-{database_play}"
-        shutil.copytree(tmp_path / "checkpoints", run / "checkpoints")
-        config = SelfPlayConfig(games_in_flight=6, full_simulations=48, fast_simulations=48, openings=str(ballot),
-                                opening_share=1.0, temperature_plies=0, resign_playthrough=1.0,
-                                database_play=database_play)
-        Actor(run, 0, config, games=6).run()
-        total = EndgameMistakes()
-        for g in ReplayReader(run).iter_games(positions=True):
-            (game,) = read_pdn([line + "\n" for line in g.pdn.splitlines()])
-            black, white = judge_game(db, game.start, game.moves, g.winner)
-            total += black
-            total += white
-            if database_play:
-                side = 1 if game.start.black_to_move else -1
-                assert g.winner == side * db.probe(game.start).value  # both sides played it perfectly
-                chosen = ~g.positions.forced
-                assert g.positions.full_search[chosen].all()  # each a policy target: the database's move
-                assert (g.positions.policy_visits[chosen, 0] == 1).all()
-        return total
-
-    with_db = mistakes(True)
-    assert with_db.moves > 10 and with_db.mistakes == 0
-    assert mistakes(False).mistakes > 0  # the same network and search without the database
 
 
 def test_a_match_player_with_the_database_plays_its_positions_from_it(db, tmp_path, capsys):
