@@ -11,13 +11,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, proc: subprocess.Popen, what: str) -> None:
-    """Returns once predicate() holds; fails with `what` on timeout, and with the output if proc ends first."""
+def wait_until(predicate: Callable[[], bool], timeout: float, proc: subprocess.Popen, what: str,
+               output: OutputReader | None = None) -> None:
+    """Returns once predicate() holds; fails with `what` on timeout, and with the output if proc ends first
+    (from `output` where an OutputReader is already reading proc's stdout, which must not be read twice)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
-        assert proc.poll() is None, f"process ended (exit {proc.returncode}) before {what}:\n{proc.stdout.read()}"
+        if proc.poll() is not None:
+            text = output.finish(timeout=10) if output is not None else proc.stdout.read()
+            raise AssertionError(f"process ended (exit {proc.returncode}) before {what}:\n{text}")
         time.sleep(0.5)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 

@@ -105,19 +105,21 @@ def test_loop_on_a_ray_cluster_restarts_a_killed_worker_and_loses_no_committed_g
     run_copy = run / "checkpoints" / "initial-tiny.pt"
     with reaped(start_cluster_loop(run, config, ray_head)) as proc:
         output = OutputReader(proc)
-        wait_until(lambda: len(committed_games(run)) >= 3, 240, proc, "three committed games on the cluster")
+        wait_until(lambda: len(committed_games(run)) >= 3, 240, proc, "three committed games on the cluster",
+                   output=output)
         host = role_host_of_actor(run, 0)
         assert host is not None
         os.kill(host, signal.SIGKILL)
         before = check_invariants(run, run_copy, {})
         step_before = trainer_step(run)
         wait_until(lambda: role_host_of_actor(run, 0) not in (None, host), 120, proc,
-                   "Ray to restart the actor's worker")
+                   "Ray to restart the actor's worker", output=output)
         wait_until(lambda: len(committed_games(run)) > len(before) and trainer_step(run) > step_before, 240, proc,
-                   "self-play and training to go on after the restart")
+                   "self-play and training to go on after the restart", output=output)
         # The loop reports the restart at the new worker's first answer, which may come after its first
         # games: wait for the report rather than race it.
-        wait_until(lambda: "actor-0 restarted by Ray" in output.text(), 120, proc, "the loop to report the restart")
+        wait_until(lambda: "actor-0 restarted by Ray" in output.text(), 120, proc, "the loop to report the restart",
+                   output=output)
         proc.send_signal(signal.SIGINT)
         out = output.finish(timeout=120)
     assert proc.returncode == 0, out
