@@ -4,6 +4,8 @@
 # BUDGET_S seconds. RUNS lists the runs as NAME=SETTINGS separated by ';' (SETTINGS: the loop's --set
 # overrides beyond the lease's own, space-separated KEY=VALUE), e.g. to compare two configurations at equal
 # GPU time: RUNS='visits=;gumbel=selfplay.root_search=gumbel selfplay.policy_target=improved'.
+# The lease's own overrides keep the self-play settings links 9-13 were trained with (400 / 64 simulations,
+# the promoted network): the defaults' 200 / 32 and newest network were measured on the 2-core CPU only.
 # What comes back under $OUT: per run its loop log (NAME.log), its final network (NAME.pt, the trainer's
 # state) and the run without its replay store, expert dataset and candidates (NAME-run.tgz); the feed
 # bench's table (feed.txt).
@@ -45,6 +47,7 @@ for spec in "${runs[@]}"; do
   echo "== loop $name ($LOOP_MIN min; ${sets[*]:-defaults}) at $(elapsed) s"
   timeout "$LOOP_TIMEOUT_S" python3 -m play loop --run $R --minutes "$LOOP_MIN" ${FROM:+--from "$FROM"} \
     --set selfplay.gpu_games_in_flight=128 --set gating.calibration_games=0 --set gating.rating_games=0 \
+    --set selfplay.full_simulations=400 --set selfplay.fast_simulations=64 --set selfplay.network=best \
     "${sets[@]}" >"$OUT/$name.log" 2>&1
   echo "loop $name exit $? at $(elapsed) s"
   grep -v "gatekeeper: waiting" "$OUT/$name.log" | tail -6

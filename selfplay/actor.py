@@ -60,9 +60,11 @@ class SelfPlayConfig:
     # With a ballot: share of games that begin with one of its openings.
     opening_share: float = setting(0.5, low=0, high=1)
     # Playout-cap randomization: a share of moves get a full search, whose visits are policy targets; the
-    # others a fast one that only plays the move.
-    full_simulations: int = setting(400, low=1)
-    fast_simulations: int = setting(64, low=1)
+    # others a fast one that only plays the move. 200 / 32 rather than 400 / 64: on the 2-core CPU, with two
+    # actors and the newest network, they made more of the loop's 60 CPU-minutes (benchmarks/RESULTS.md,
+    # "Two actors, 200 / 32 and the newest network against a same-day run of the old defaults").
+    full_simulations: int = setting(200, low=1)
+    fast_simulations: int = setting(32, low=1)
     full_search_prob: float = setting(0.25, low=0, high=1)
     dirichlet_alpha: float = setting(1.0, above=0)  # alpha x legal moves ~ 8-10, AlphaZero's ratio in chess, Go
     dirichlet_fraction: float = setting(0.25, low=0, high=1)  # share of the root prior replaced by noise
@@ -109,8 +111,10 @@ class SelfPlayConfig:
     precision: str = setting("auto", choices=INFERENCE_PRECISIONS)
     # Which network plays: "best", the gatekeeper's promoted network (AlphaGo Zero's way), or "newest", the
     # trainer's newest candidate (AlphaZero's way: the games come from the freshest network, while the
-    # gatekeeper still decides what is promoted and shipped).
-    network: str = setting("best", choices=("best", "newest"))
+    # gatekeeper still decides what is promoted and shipped). Newest by default: with an actor on every core
+    # the gatekeeper, at a lower priority, decides a gate or two an hour, and "best" left the actors on the
+    # starting network for most of a run.
+    network: str = setting("newest", choices=("best", "newest"))
     checkpoint_poll_seconds: float = setting(30.0, low=0)  # how often to look for a newer network
     commit_positions: int = setting(1024, low=1)  # replay writer: commit once this many positions are queued
     commit_seconds: float = setting(30.0, low=0)  # ... or once the oldest queued game has waited this long
@@ -138,12 +142,14 @@ class SelfPlayConfig:
 
 
 def actors_for_machine(setting: int, cuda: bool, cpu_cores: int) -> int:
-    """How many self-play actors a loop runs: `setting`, or for -1 (sized for the machine) one on a
-    CPU-only machine (the trainer and gatekeeper take the other cores), and with CUDA one per core left to
-    feed the GPU after the trainer and the gatekeeper take theirs (at least one)."""
+    """How many self-play actors a loop runs: `setting`, or for -1 (sized for the machine) one per core left
+    after the trainer and the gatekeeper take theirs (at least one), and on a CPU-only machine at least two
+    where there are two cores: there the trainer shares a core with the actors, and two actors on two cores
+    taught more in 60 CPU-minutes than one (benchmarks/RESULTS.md)."""
     if setting >= 0:
         return setting
-    return max(1, cpu_cores - 2) if cuda else 1
+    spare = max(1, cpu_cores - 2)
+    return spare if cuda else max(min(2, cpu_cores), spare)
 
 
 @dataclass

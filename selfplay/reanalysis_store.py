@@ -135,8 +135,7 @@ class ReanalysisWriter(StoreWriter):
         if len(self._pending) >= self.commit_targets:
             self.flush()
 
-    def flush(self) -> None:
-        """Write and commit every queued entry."""
+    def _commit_pending(self) -> None:
         if not self._pending:
             return
         new = {name: np.array([entry[name] for entry in self._pending], dtype)

@@ -78,6 +78,7 @@ from selfplay.records import (
     GameRecord,
     PositionRows,
 )
+from zero.config import naming_write_errors
 from zero.objectstore import LeaseError, ObjectPath
 from zero.rundir import REPLAY_STORE, RunDir, RunDirError
 
@@ -532,15 +533,21 @@ class StoreWriter:
         except RunDirError as exc:
             raise ReplayError(str(exc)) from None
         try:
-            with _metadata_of(self.path):
+            # zarr's failed writes (a full disk) name no file; the user needs to know which store it was.
+            with _metadata_of(self.path), naming_write_errors(self.path):
                 root = _open_root(self.path)
-            with _metadata_of(self.group_dir):
+            with _metadata_of(self.group_dir), naming_write_errors(self.group_dir):
                 open_group(root)
         except BaseException:
             self._release_lock()
             raise
 
     def flush(self) -> None:
+        """Write and commit everything queued."""
+        with naming_write_errors(self.group_dir):
+            self._commit_pending()
+
+    def _commit_pending(self) -> None:
         raise NotImplementedError
 
     def _release_lock(self) -> None:
@@ -660,8 +667,7 @@ class ReplayWriter(StoreWriter):
             self.flush()
         return game_id
 
-    def flush(self) -> None:
-        """Write and commit every queued game."""
+    def _commit_pending(self) -> None:
         if not self._pending:
             return
         records = [record for record, _ in self._pending]
@@ -681,22 +687,16 @@ class ReplayWriter(StoreWriter):
         self._still_the_writer()
         # All columns at once: each write mostly waits on its own object, so they overlap (a lot, on an
         # object store).
-        try:
-            _run(_gather(self._rows.grow(new_positions) + self._games.grow(new_games)))
-            _run(_gather(self._rows.write(self.committed_positions, positions)
-                         + self._games.write(self.committed_games, games)))
-            self._still_the_writer()
-            # The commit: one atomic replacement of the actor group's zarr.json (see the module doc).
-            commit = {"games": new_games, "positions": new_positions, "time": commit_time,
-                      "next_seed_index": next_seed_index}
-            if self._lock.generation:
-                commit["generation"] = self._lock.generation
-            self._group.attrs.update({"commit": commit})
-        except OSError as exc:
-            # zarr's failed write (a full disk) names no file; the user needs to know which store it was.
-            if exc.filename is None:
-                exc.filename = str(self.group_dir)
-            raise
+        _run(_gather(self._rows.grow(new_positions) + self._games.grow(new_games)))
+        _run(_gather(self._rows.write(self.committed_positions, positions)
+                     + self._games.write(self.committed_games, games)))
+        self._still_the_writer()
+        # The commit: one atomic replacement of the actor group's zarr.json (see the module doc).
+        commit = {"games": new_games, "positions": new_positions, "time": commit_time,
+                  "next_seed_index": next_seed_index}
+        if self._lock.generation:
+            commit["generation"] = self._lock.generation
+        self._group.attrs.update({"commit": commit})
         self._rows.advance(self.committed_positions, positions)
         self._games.advance(self.committed_games, games)
         self.committed_games, self.committed_positions = new_games, new_positions

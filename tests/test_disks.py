@@ -7,14 +7,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from disks import files_below, fill, read_only, small_disk
+from selfplay.random_records import random_game_record
+from selfplay.reanalysis_store import ReanalysisWriter
+from selfplay.replay_buffer import ReplayWriter
 from test_loop import tiny_loop
 from zero.checkpoint import load_checkpoint
-from zero.config import TEMP_MARK
+from zero.config import TEMP_MARK, disk_problem
 from zero.data import data_file
 from zero.pdn import PdnGame, read_pdn_text
+from zero.rundir import RUN_ID_FILE, RunDir
 
 
 def checkers_zero(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -58,6 +63,37 @@ def test_a_loop_stops_on_a_full_disk_in_one_line_and_a_read_only_one_refuses_to_
         done = checkers_zero("loop", "--run", str(run), "--config", str(config), "--minutes", "1")
         assert_one_line_error(done, "Read-only file system")
         assert files_below(run) == before
+
+
+def test_the_run_files_written_outside_atomic_writes_name_themselves_on_a_full_disk(tmp_path):
+    # Opening a file on a full tmpfs succeeds and the write fails when it is flushed, as the file closes: an
+    # OSError that names no file, which the loop's roles reported as "cannot write: No space left on device".
+    with small_disk(tmp_path / "disk", 64) as disk:
+        run = RunDir(disk / "run")
+        run.root.mkdir()
+        fill(disk)
+        for write, name in ((run.identity, RUN_ID_FILE), (run.take_loop_lock, run.loop_lock_file.name)):
+            with pytest.raises(OSError) as raised:
+                write()
+            assert disk_problem(raised.value) == f"cannot write {run.root / name}: No space left on device"
+        assert sorted(p.name for p in run.root.iterdir()) == [run.loop_lock_file.name]  # no temporary left
+
+
+def test_the_replay_stores_writers_name_their_group_on_a_full_disk(tmp_path):
+    with small_disk(tmp_path / "disk", 1024) as disk:
+        run = disk / "run"
+        replay = ReplayWriter(run, 0, commit_positions=10**6)
+        reanalysis = ReanalysisWriter(run, 0, commit_targets=10**6)
+        replay.append_game(random_game_record(1))
+        reanalysis.append(0, 0, np.array([3]), np.array([1.0]), 0.5, model_version=1)
+        fill(disk)
+        for writer in (replay, reanalysis):
+            with pytest.raises(OSError) as raised:
+                writer.close()  # commits what is queued
+            assert disk_problem(raised.value) == f"cannot write {writer.group_dir}: No space left on device"
+        with pytest.raises(OSError) as raised:
+            ReplayWriter(run, 1)  # a new actor's group and columns
+        assert disk_problem(raised.value) == f"cannot write {run / 'replay.zarr' / 'actors' / '1'}: No space left on device"
 
 
 def test_an_endgame_database_build_on_a_full_disk_stops_in_one_line_and_resumes(tmp_path):

@@ -30,8 +30,9 @@ def test_bad_gpu_sizing_or_device_is_refused():
 
 
 def test_loop_actors_are_sized_for_the_machine_unless_set():
-    assert actors_for_machine(-1, cuda=False, cpu_cores=2) == 1  # today's CPU behaviour
-    assert actors_for_machine(-1, cuda=False, cpu_cores=32) == 1
+    assert actors_for_machine(-1, cuda=False, cpu_cores=2) == 2  # the trainer shares the actors' cores
+    assert actors_for_machine(-1, cuda=False, cpu_cores=1) == 1
+    assert actors_for_machine(-1, cuda=False, cpu_cores=32) == 30
     assert actors_for_machine(-1, cuda=True, cpu_cores=16) == 14  # the trainer and gatekeeper take two cores
     assert actors_for_machine(-1, cuda=True, cpu_cores=2) == 1
     assert actors_for_machine(3, cuda=True, cpu_cores=16) == 3

@@ -4,6 +4,7 @@ damaged)."""
 
 from __future__ import annotations
 
+import errno
 import json
 
 import numpy as np
@@ -161,13 +162,20 @@ def test_a_damaged_int8_model_is_rebuilt_never_used(tiny, capsys, damage, reason
     np.testing.assert_array_equal(reference.evaluate(planes)[1], rebuilt.evaluate(planes)[1])
 
 
-def test_an_int8_model_that_cannot_be_cached_is_kept_in_memory(tiny, capsys, monkeypatch):
-    def read_only(path, data):
-        raise PermissionError(13, "Permission denied")
+@pytest.mark.parametrize("full_disk", [False, True])
+def test_an_int8_model_that_cannot_be_cached_is_kept_in_memory(tiny, capsys, monkeypatch, full_disk):
+    def unwritable(path, data):
+        if full_disk:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        raise PermissionError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(quantized, "atomic_write_bytes", read_only)
+    monkeypatch.setattr(quantized, "atomic_write_bytes", unwritable)
     evaluator, said = derive(tiny, capsys)
-    assert "cannot cache the int8 model" in said and "Permission denied" in said
+    # A full disk is said in the form every disk error has ("cannot write FILE: ..."), which the loop's
+    # full-disk test holds every line about it to.
+    reason = (f"cannot write {quantized.cache_path(tiny)}: No space left on device" if full_disk
+              else "Permission denied")
+    assert "cannot cache the int8 model, so it is kept for this process only" in said and reason in said
     assert not quantized.cache_path(tiny).exists()
     logits, wdl = evaluator.evaluate(encode_game(Game())[None])
     assert np.isfinite(logits).all() and np.allclose(wdl.sum(), 1, atol=1e-5)

@@ -131,6 +131,14 @@ def test_fatal_exit_fails_at_once_with_log_tail(supervised, target, words):
     assert sup.check() == [] and starts(record) == 1
 
 
+def test_a_disk_error_that_names_no_file_leaves_where_it_was_in_the_log(supervised, tmp_path):
+    sup, _ = supervised(disk_full)
+    (event,) = run_until(sup, sup.failed_roles)
+    assert event.endswith("stopped: cannot write: No space left on device")  # the log's last line
+    logged = (tmp_path / "role.log").read_text()
+    assert "a disk error that names no file" in logged and "in disk_full" in logged
+
+
 def test_clean_exit_is_done_not_failed(supervised):
     sup, record = supervised(finish)
     assert run_until(sup, sup.all_done) == ["role finished"]

@@ -52,8 +52,8 @@ class LoopConfig:
     # With initial_checkpoint a run directory: also take its newest replay window and its trainer state
     # (optimizer and step), so training goes on from that run (train.lineage; `loop --take-replay`).
     take_replay: bool = False
-    # Self-play processes; -1 = sized for the machine (selfplay.actor.actors_for_machine): 1 on a CPU-only
-    # machine, with CUDA one per core the trainer and gatekeeper leave, all feeding the GPU.
+    # Self-play processes; -1 = sized for the machine (selfplay.actor.actors_for_machine): one per core the
+    # trainer and gatekeeper leave (with CUDA all feeding the GPU), and on a CPU-only machine at least two.
     actors: int = -1
     status_seconds: float = setting(15.0, above=0)  # how often the status line is printed (and logged to wandb)
     wandb: bool = False  # log to wandb (offline: no account needed; `wandb sync` uploads later)

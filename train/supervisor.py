@@ -60,6 +60,10 @@ def role_main(target: Callable[..., Any], args: tuple, parent_pid: int, log_path
         if problem is not None:
             # No restart cures a full or read-only disk until someone acts: the reason in one line, which the
             # supervisor's failure report quotes, not a traceback of where the write happened to be.
+            if not exc.filename and log_path:
+                # Each write that can meet a full disk should name its file; where one does not, the log
+                # keeps where it was (above the reason, which stays the log's last line).
+                log.warning("a disk error that names no file", exc_info=exc)
             log.error("stopped: %s", problem)
             if log_path:  # the log may sit on the very disk that is full: the console gets the reason too
                 print(f"{mp.current_process().name} stopped: {problem}", file=sys.stderr, flush=True)

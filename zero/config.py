@@ -300,23 +300,34 @@ def remove_leftover_temp_files(root: Path) -> list[Path]:
     return removed
 
 
+@contextlib.contextmanager
+def naming_write_errors(path: Path) -> typing.Iterator[None]:
+    """An OSError inside names `path` when it names no file: a write() or close() that meets a full disk
+    names none, and disk_problem's one line must say which file could not be written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary name beside the target, fsync, then rename: readers see old or new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}{TEMP_MARK}{os.getpid()}")
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
+        with naming_write_errors(path):
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+    except BaseException:
         # Left behind, a partial file keeps its disk space (one more per restarted process, as the name
         # carries the pid) on the very disk that is full, and litters the run directory.
         with contextlib.suppress(OSError):
             tmp.unlink()
-        if isinstance(exc, OSError) and exc.filename is None:
-            exc.filename = str(path)  # a failed write() names no file; the user needs to know which one
         raise
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from zero.checkpoint import Checkpoint, weights_sha256
-from zero.config import atomic_write_bytes
+from zero.config import atomic_write_bytes, disk_problem
 from zero.encoding import ENCODING_VERSION
 from zero.onnx_model import export_onnx, onnx_session
 from zero.sampled_games import sampled_positions
@@ -160,5 +160,5 @@ def int8_graph(checkpoint: Checkpoint) -> bytes:
         try:
             atomic_write_bytes(path, header.encode() + b"\n" + graph)
         except OSError as exc:
-            notify(f"cannot cache the int8 model at {path} ({exc.strerror or exc}): it is kept for this process only")
+            notify(f"cannot cache the int8 model, so it is kept for this process only: {disk_problem(exc) or exc}")
     return graph

@@ -42,7 +42,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from zero.config import atomic_write_bytes
+from zero.config import atomic_write_bytes, naming_write_errors
 from zero.objectstore import Lease, LeaseError, ObjectPath, is_object_store_url
 
 CONFIG_FILE = "loop-config.toml"
@@ -248,9 +248,10 @@ class RunDir:
         if name is None:
             self.root.mkdir(parents=True, exist_ok=True)
             written = self.root / f"{RUN_ID_FILE}.{os.getpid()}.tmp"
-            written.write_text(uuid.uuid4().hex)
             try:
-                os.link(written, self.root / RUN_ID_FILE)
+                with naming_write_errors(self.root / RUN_ID_FILE):
+                    written.write_text(uuid.uuid4().hex)
+                    os.link(written, self.root / RUN_ID_FILE)
             except FileExistsError:
                 pass
             finally:
@@ -337,8 +338,9 @@ class RunDir:
             holder = holder or "a process that has not written its name yet"
             raise RunDirError(f"{self.root} is in use by another loop ({holder}); stop it first, or use another "
                               f"--run directory") from None
-        self.loop_lock_file.write_text(f"process {os.getpid()} on host {socket.gethostname()}, "
-                                       f"started {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        with naming_write_errors(self.loop_lock_file):
+            self.loop_lock_file.write_text(f"process {os.getpid()} on host {socket.gethostname()}, "
+                                           f"started {time.strftime('%Y-%m-%d %H:%M:%S')}")
         return FileLock(fd)
 
 
