@@ -62,7 +62,7 @@ class SelfPlayConfig:
     # Playout-cap randomization: a share of moves get a full search, whose visits are policy targets; the
     # others a fast one that only plays the move. 200 / 32 rather than 400 / 64: on the 2-core CPU, with two
     # actors and the newest network, they made more of the loop's 60 CPU-minutes (benchmarks/RESULTS.md,
-    # "Two actors, 200 / 32 and the newest network against a same-day run of the old defaults").
+    # "Two actors, 200 / 32 and the newest network against a same-day run of the defaults").
     full_simulations: int = setting(200, low=1)
     fast_simulations: int = setting(32, low=1)
     full_search_prob: float = setting(0.25, low=0, high=1)
