@@ -93,7 +93,8 @@ def test_the_replay_stores_writers_name_their_group_on_a_full_disk(tmp_path):
             assert disk_problem(raised.value) == f"cannot write {writer.group_dir}: No space left on device"
         with pytest.raises(OSError) as raised:
             ReplayWriter(run, 1)  # a new actor's group and columns
-        assert disk_problem(raised.value) == f"cannot write {run / 'replay.zarr' / 'actors' / '1'}: No space left on device"
+        new_group = RunDir(run).replay_store / "actors" / "1"
+        assert disk_problem(raised.value) == f"cannot write {new_group}: No space left on device"
 
 
 def test_an_endgame_database_build_on_a_full_disk_stops_in_one_line_and_resumes(tmp_path):
