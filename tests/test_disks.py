@@ -77,6 +77,9 @@ def test_the_run_files_written_outside_atomic_writes_name_themselves_on_a_full_d
                 write()
             assert disk_problem(raised.value) == f"cannot write {run.root / name}: No space left on device"
         assert sorted(p.name for p in run.root.iterdir()) == [run.loop_lock_file.name]  # no temporary left
+        # The loop that could not write its name holds no lock: once there is room, the run can be taken.
+        (disk / "filler").unlink()
+        run.take_loop_lock().close()
 
 
 def test_the_replay_stores_writers_name_their_group_on_a_full_disk(tmp_path):

@@ -338,9 +338,14 @@ class RunDir:
             holder = holder or "a process that has not written its name yet"
             raise RunDirError(f"{self.root} is in use by another loop ({holder}); stop it first, or use another "
                               f"--run directory") from None
-        with naming_write_errors(self.loop_lock_file):
-            self.loop_lock_file.write_text(f"process {os.getpid()} on host {socket.gethostname()}, "
-                                           f"started {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        try:
+            with naming_write_errors(self.loop_lock_file):
+                self.loop_lock_file.write_text(f"process {os.getpid()} on host {socket.gethostname()}, "
+                                               f"started {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        except BaseException:
+            # The caller never gets the lock to close: kept open, it would refuse this process's own retry.
+            os.close(fd)
+            raise
         return FileLock(fd)
 
 
