@@ -2,6 +2,7 @@
 
     python benchmarks/network_bench.py                      # small and large presets, CPU (and CUDA if present)
     python benchmarks/network_bench.py --nets small --threads 1 --seconds 5
+    python benchmarks/network_bench.py --nets --checkpoint checkpoints/shipped.pt --threads 1 --compile
 
 Inference goes through zero.inference.Evaluator (numpy in and out, bf16 autocast on CUDA), so the figures
 include the host-device copies a search pays. Training runs the one training step (train.learning.Learner:
@@ -17,11 +18,13 @@ import argparse
 import os
 import platform
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from train.learning import SOURCES, HeadWeights, Learner, OptimConfig, Samples
+from zero.checkpoint import load_checkpoint
 from zero.encoding import NUM_PLANES, encode_batch, move_action
 from zero.game import Position
 from zero.inference import Evaluator
@@ -99,9 +102,9 @@ def bench_inference(net: PolicyValueNet, device: str, batches: list[int], second
 
 
 def bench_training(cfg: NetworkConfig, device: str, batch_size: int, seconds: float,
-                   cols: dict[str, np.ndarray], actions: np.ndarray) -> float:
+                   cols: dict[str, np.ndarray], actions: np.ndarray, compile: bool = False) -> float:
     dev = torch.device(device)
-    learner = Learner(PolicyValueNet(cfg), OptimConfig(), HeadWeights(), dev)
+    learner = Learner(PolicyValueNet(cfg), OptimConfig(), HeadWeights(), dev, compile=compile)
     rng = np.random.default_rng(1)
 
     def step() -> None:
@@ -115,11 +118,15 @@ def bench_training(cfg: NetworkConfig, device: str, batch_size: int, seconds: fl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nets", nargs="+", default=["small", "large"], choices=sorted(PRESETS))
+    parser.add_argument("--nets", nargs="*", default=["small", "large"], choices=sorted(PRESETS))
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 64, 1024])
     parser.add_argument("--train-batch", type=int, default=256)
     parser.add_argument("--seconds", type=float, default=4.0, help="timed seconds per figure")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    parser.add_argument("--checkpoint", default="",
+                        help="also time the network shape of this checkpoint (the loop's is the shipped one's)")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time the training step under torch.compile (trainer.compile)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -132,8 +139,10 @@ def main() -> None:
     print("| net | params | device | " + " | ".join(f"inference b={b} pos/s" for b in args.batches)
           + f" | training b={args.train_batch} samples/s |")
     print("|---|---:|---|" + "---:|" * (len(args.batches) + 1))
-    for name in args.nets:
-        cfg = PRESETS[name]()
+    shapes = [(name, PRESETS[name]()) for name in args.nets]
+    if args.checkpoint:
+        shapes.append((Path(args.checkpoint).name, load_checkpoint(args.checkpoint).net_config))
+    for name, cfg in shapes:
         torch.manual_seed(0)
         net = PolicyValueNet(cfg)
         for device in devices:
@@ -141,6 +150,10 @@ def main() -> None:
             tr = bench_training(cfg, device, args.train_batch, args.seconds * 2, cols, actions)
             print(f"| {name} {cfg.blocks}x{cfg.channels} | {parameter_count(net):,} | {device} | "
                   + " | ".join(f"{inf[b]:,.0f}" for b in args.batches) + f" | {tr:,.0f} |", flush=True)
+            if args.compile:
+                compiled = bench_training(cfg, device, args.train_batch, args.seconds * 2, cols, actions, True)
+                print(f"| {name} {cfg.blocks}x{cfg.channels}, trainer.compile | | {device} | "
+                      + " | " * (len(args.batches) - 1) + f" | {compiled:,.0f} |", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
