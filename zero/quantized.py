@@ -144,15 +144,14 @@ def read_cached(path: Path, key: dict) -> bytes:
 
 
 @contextlib.contextmanager
-def one_derivation_at_a_time(checkpoint_path: Path) -> Iterator[None]:
-    """An flock on the checkpoint file while a process derives its int8 model. Every actor asks for a new
-    candidate's model at once; derived by each, it cost each about 7 s of a loaded core, 16 % of an actor's
-    time on the CPU (benchmarks/RESULTS.md). With it one derives and the others read its cache. The file,
-    not its directory: a loop holds an flock on its run directory. The kernel drops the lock of a process
-    that dies."""
+def one_derivation_at_a_time(directory: Path) -> Iterator[None]:
+    """An flock on the checkpoint's directory while a process derives an int8 model there. Every actor asks
+    for a new candidate's model at once; derived by each, it cost each about 7 s of a loaded core, 16 % of an
+    actor's time on the CPU (benchmarks/RESULTS.md). With it one derives and the others read its cache.
+    The kernel drops the lock of a process that dies."""
     try:
-        fd = os.open(checkpoint_path, os.O_RDONLY)
-    except OSError:  # gone since it was loaded: derive without waiting for anyone
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:  # no directory to lock: the cache cannot be written there either
         yield
         return
     try:
@@ -175,7 +174,7 @@ def int8_graph(checkpoint: Checkpoint) -> bytes:
         pass
     except (_Unusable, OSError) as exc:
         notify(f"the cached int8 model {path} is {exc}: rebuilding it")
-    with one_derivation_at_a_time(checkpoint.path):
+    with one_derivation_at_a_time(path.parent):
         try:  # another process may have derived it while this one waited for the lock
             return read_cached(path, key)
         except (_Unusable, OSError):
