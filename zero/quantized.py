@@ -19,15 +19,12 @@ with a message; one that cannot be written (a read-only directory) is kept in me
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import json
 import logging
-import os
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -143,47 +140,18 @@ def read_cached(path: Path, key: dict) -> bytes:
     return graph
 
 
-@contextlib.contextmanager
-def one_derivation_at_a_time(directory: Path) -> Iterator[None]:
-    """An flock on the checkpoint's directory while a process derives an int8 model there. Every actor asks
-    for a new candidate's model at once; derived by each, it cost each about 7 s of a loaded core, 16 % of an
-    actor's time on the CPU (benchmarks/RESULTS.md). With it one derives and the others read its cache.
-    The kernel drops the lock of a process that dies."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:  # no directory to lock: the cache cannot be written there either
-        yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 def int8_graph(checkpoint: Checkpoint) -> bytes:
     """The int8 ONNX graph of a checkpoint: from the cache beside it when that is intact and current, else
     derived now (saying so, as it takes seconds) and cached."""
     key = cache_key(checkpoint)
-    if checkpoint.path is None:
-        return derived_graph(checkpoint, None, key)
-    path = cache_path(checkpoint.path)
-    try:
-        return read_cached(path, key)
-    except FileNotFoundError:
-        pass
-    except (_Unusable, OSError) as exc:
-        notify(f"the cached int8 model {path} is {exc}: rebuilding it")
-    with one_derivation_at_a_time(path.parent):
-        try:  # another process may have derived it while this one waited for the lock
+    path = cache_path(checkpoint.path) if checkpoint.path is not None else None
+    if path is not None:
+        try:
             return read_cached(path, key)
-        except (_Unusable, OSError):
+        except FileNotFoundError:
             pass
-        return derived_graph(checkpoint, path, key)
-
-
-def derived_graph(checkpoint: Checkpoint, path: Path | None, key: dict) -> bytes:
-    """The int8 graph of a checkpoint derived now, and cached at path (None: kept in memory only)."""
+        except (_Unusable, OSError) as exc:
+            notify(f"the cached int8 model {path} is {exc}: rebuilding it")
     source = checkpoint.path or "the network"
     notify(f"deriving the int8 model of {source} (once per checkpoint, some seconds) ...")
     graph = quantize(checkpoint.build_network())
