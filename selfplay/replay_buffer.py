@@ -786,8 +786,16 @@ def _open_arrays(base: Path, schema: dict, held: dict[str, zarr.Array] | None, r
     # An array handle keeps the shape it was opened with: reopen once the committed rows pass it.
     if held is not None and all(a.shape[0] >= rows for a in held.values()):
         return held
+    arrays = {}
     with _metadata_of(base):
-        return {name: zarr.open_array(_zarr(base / name), mode="r") for name in schema}
+        for name in schema:
+            try:
+                arrays[name] = zarr.open_array(_zarr(base / name), mode="r")
+            except FileNotFoundError:
+                # An actor stopped while creating its columns (a kill, a full disk): `table_problems` says
+                # whether that matters, which it does only once rows were committed.
+                continue
+    return arrays
 
 
 class ReplayReader:

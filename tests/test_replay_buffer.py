@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -436,6 +437,24 @@ def test_a_new_actor_has_a_commit_record_before_its_first_row(tmp_path):
     assert ReplayReader(tmp_path).total_games() == 0
 
 
+def test_an_actor_stopped_while_creating_its_columns_checks_clean_and_resumes(tmp_path):
+    # A full disk or a kill while a new actor creates its columns leaves its commit record (no games) with
+    # some columns missing: nothing was committed, so that is no damage, and the actor's next start
+    # creates the rest.
+    ReplayWriter(tmp_path, 2).close()
+    group = RunDir(tmp_path).replay_store / "actors" / "2"
+    for column in ("games/first_row", "positions/ply"):
+        shutil.rmtree(group / column)
+    checked = replay_buffer.check_store(tmp_path)
+    assert (checked.problems, checked.actors, checked.games) == ([], 1, 0)
+    assert ReplayReader(tmp_path).total_games() == 0
+    with ReplayWriter(tmp_path, 2, commit_positions=1) as writer:
+        writer.append_game(record(5))
+    checked = replay_buffer.check_store(tmp_path)
+    assert (checked.problems, checked.games) == ([], 1)
+    assert_same_game(next(ReplayReader(tmp_path).iter_games(positions=True)), record(5), 2, 0)
+
+
 def _store_with_games(run: Path, games: int = 6) -> None:
     with ReplayWriter(run, 0, commit_positions=1, chunk_rows=64, chunk_games=4) as writer:
         for seed in range(games):
@@ -454,6 +473,9 @@ def _damage_store(run: Path, damage: str) -> Path:
     elif damage == "garbage column metadata":
         target = actor / "positions" / "ply" / "zarr.json"
         target.write_text('{"zarr_format": 3')
+    elif damage == "deleted column":
+        target = actor / "games" / "length"
+        shutil.rmtree(target)
     elif damage == "commit record of the wrong type":
         target = actor / "zarr.json"
         meta = json.loads(target.read_text())
@@ -464,7 +486,8 @@ def _damage_store(run: Path, damage: str) -> Path:
     return target
 
 
-DAMAGES = ["truncated chunk", "garbage actor metadata", "garbage column metadata", "commit record of the wrong type"]
+DAMAGES = ["truncated chunk", "garbage actor metadata", "garbage column metadata", "deleted column",
+           "commit record of the wrong type"]
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
