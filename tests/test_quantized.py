@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import errno
 import json
+import threading
+import time
 
 import numpy as np
 import pytest
 import torch
 
 import zero.quantized as quantized
-from zero.checkpoint import DEFAULT_CHECKPOINT, save_checkpoint
+from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, save_checkpoint
 from zero.encoding import encode_game, legal_logit_gaps, move_action
 from zero.game import Game
 from zero.inference import NEAR_TIE_LOGITS, Evaluator
@@ -120,6 +122,35 @@ def test_the_int8_model_is_derived_once_and_then_read_from_beside_the_checkpoint
     assert said == ""
     planes = np.stack([encode_game(Game())] * 3)
     np.testing.assert_array_equal(first.evaluate(planes)[0], second.evaluate(planes)[0])
+
+
+def test_processes_asking_at_once_for_a_new_checkpoints_int8_model_derive_it_once(tiny, monkeypatch):
+    # Every actor asks for a new candidate's model as soon as the trainer writes it. The lock is an flock,
+    # which two threads holding their own descriptors contend for as two processes do.
+    derivations = []
+    real_quantize = quantized.quantize
+
+    def slow_quantize(net):
+        derivations.append(threading.get_ident())
+        time.sleep(0.5)  # long enough for the other caller to find no cache and wait
+        return real_quantize(net)
+
+    monkeypatch.setattr(quantized, "quantize", slow_quantize)
+    checkpoint = load_checkpoint(tiny)
+    start = threading.Barrier(2)
+    graphs = []
+
+    def ask() -> None:
+        start.wait()
+        graphs.append(quantized.int8_graph(checkpoint))
+
+    callers = [threading.Thread(target=ask) for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert len(derivations) == 1
+    assert len(graphs) == 2 and graphs[0] == graphs[1]
 
 
 def test_a_new_checkpoint_at_the_same_path_gets_a_new_int8_model(tiny, capsys):

@@ -19,12 +19,15 @@ with a message; one that cannot be written (a read-only directory) is kept in me
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import io
 import json
 import logging
+import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -140,18 +143,48 @@ def read_cached(path: Path, key: dict) -> bytes:
     return graph
 
 
+@contextlib.contextmanager
+def one_derivation_at_a_time(checkpoint_path: Path) -> Iterator[None]:
+    """An flock on the checkpoint file while a process derives its int8 model. Every actor asks for a new
+    candidate's model at once; derived by each, it cost each about 7 s of a loaded core, 16 % of an actor's
+    time on the CPU (benchmarks/RESULTS.md). With it one derives and the others read its cache. The file,
+    not its directory: a loop holds an flock on its run directory. The kernel drops the lock of a process
+    that dies."""
+    try:
+        fd = os.open(checkpoint_path, os.O_RDONLY)
+    except OSError:  # gone since it was loaded: derive without waiting for anyone
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def int8_graph(checkpoint: Checkpoint) -> bytes:
     """The int8 ONNX graph of a checkpoint: from the cache beside it when that is intact and current, else
     derived now (saying so, as it takes seconds) and cached."""
     key = cache_key(checkpoint)
-    path = cache_path(checkpoint.path) if checkpoint.path is not None else None
-    if path is not None:
-        try:
+    if checkpoint.path is None:
+        return derived_graph(checkpoint, None, key)
+    path = cache_path(checkpoint.path)
+    try:
+        return read_cached(path, key)
+    except FileNotFoundError:
+        pass
+    except (_Unusable, OSError) as exc:
+        notify(f"the cached int8 model {path} is {exc}: rebuilding it")
+    with one_derivation_at_a_time(checkpoint.path):
+        try:  # another process may have derived it while this one waited for the lock
             return read_cached(path, key)
-        except FileNotFoundError:
+        except (_Unusable, OSError):
             pass
-        except (_Unusable, OSError) as exc:
-            notify(f"the cached int8 model {path} is {exc}: rebuilding it")
+        return derived_graph(checkpoint, path, key)
+
+
+def derived_graph(checkpoint: Checkpoint, path: Path | None, key: dict) -> bytes:
+    """The int8 graph of a checkpoint derived now, and cached at path (None: kept in memory only)."""
     source = checkpoint.path or "the network"
     notify(f"deriving the int8 model of {source} (once per checkpoint, some seconds) ...")
     graph = quantize(checkpoint.build_network())
