@@ -102,9 +102,10 @@ def bench_inference(net: PolicyValueNet, device: str, batches: list[int], second
 
 
 def bench_training(cfg: NetworkConfig, device: str, batch_size: int, seconds: float,
-                   cols: dict[str, np.ndarray], actions: np.ndarray, compile: bool = False) -> float:
+                   cols: dict[str, np.ndarray], actions: np.ndarray, compile: bool = False,
+                   bf16: bool | None = None) -> float:
     dev = torch.device(device)
-    learner = Learner(PolicyValueNet(cfg), OptimConfig(), HeadWeights(), dev, compile=compile)
+    learner = Learner(PolicyValueNet(cfg), OptimConfig(), HeadWeights(), dev, compile=compile, bf16=bf16)
     rng = np.random.default_rng(1)
 
     def step() -> None:
@@ -127,6 +128,8 @@ def main() -> None:
                         help="also time the network shape of this checkpoint (the loop's is the shipped one's)")
     parser.add_argument("--compile", action="store_true",
                         help="also time the training step under torch.compile (trainer.compile)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="also time the training step in bf16 autocast (trainer.precision = bfloat16)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -150,10 +153,12 @@ def main() -> None:
             tr = bench_training(cfg, device, args.train_batch, args.seconds * 2, cols, actions)
             print(f"| {name} {cfg.blocks}x{cfg.channels} | {parameter_count(net):,} | {device} | "
                   + " | ".join(f"{inf[b]:,.0f}" for b in args.batches) + f" | {tr:,.0f} |", flush=True)
-            if args.compile:
-                compiled = bench_training(cfg, device, args.train_batch, args.seconds * 2, cols, actions, True)
-                print(f"| {name} {cfg.blocks}x{cfg.channels}, trainer.compile | | {device} | "
-                      + " | " * (len(args.batches) - 1) + f" | {compiled:,.0f} |", flush=True)
+            variants = ([("trainer.compile", {"compile": True})] if args.compile else []) + (
+                [("bf16 autocast", {"bf16": True})] if args.bf16 else [])
+            for label, options in variants:
+                figure = bench_training(cfg, device, args.train_batch, args.seconds * 2, cols, actions, **options)
+                print(f"| {name} {cfg.blocks}x{cfg.channels}, {label} | | {device} | "
+                      + " | " * (len(args.batches) - 1) + f" | {figure:,.0f} |", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

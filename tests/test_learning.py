@@ -8,7 +8,9 @@ import torch
 
 from selfplay.random_records import random_game_record
 from selfplay.replay_buffer import ReplayReader, ReplayWriter
-from train.learning import HeadWeights, Learner, OptimConfig, Samples, losses, make_optimizer, samples_from_replay
+from train import learning
+from train.learning import (HeadWeights, Learner, OptimConfig, Samples, losses, make_optimizer, samples_from_replay,
+                            uses_bf16)
 from train.pretrain_dataset import build_dataset, open_dataset
 from training_data import EXPERT_PDN, TINY
 from zero.network import PolicyValueNet
@@ -38,6 +40,18 @@ def test_one_step_trains_every_head_on_a_mixed_batch(mixed):
     for head in ("policy", "value", "moves_left"):
         assert last[head] < 0.7 * first[head], (head, first[head], last[head])
     assert last["loss"] < first["loss"]
+
+
+def test_training_computes_in_bf16_by_default_on_a_gpu_and_on_a_cpu_that_multiplies_bf16(monkeypatch, mixed):
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.setattr(learning, "cpu_multiplies_bf16", lambda: False)
+    assert not uses_bf16(cpu) and uses_bf16(gpu)
+    assert uses_bf16(cpu, True) and not uses_bf16(gpu, False)
+    monkeypatch.setattr(learning, "cpu_multiplies_bf16", lambda: True)
+    assert uses_bf16(cpu) and not uses_bf16(cpu, False)
+    learner = Learner(PolicyValueNet(TINY), OptimConfig(lr=3e-3, schedule="constant"), HeadWeights(), cpu)
+    assert learner.bf16
+    assert np.isfinite(learner.step(mixed, 3e-3)["loss"])  # the autocast step runs on any CPU when asked
 
 
 def test_a_quantization_aware_step_learns_in_the_rounded_pass_too(mixed):
