@@ -270,7 +270,8 @@ def cpu_multiplies_bf16() -> bool:
     """Whether this CPU multiplies bf16 matrices in hardware (Intel AMX). There bf16 autocast trains the loop's
     3x32 network 1.8x faster than float32 (benchmarks/RESULTS.md); other CPUs keep float32, where bf16 has not
     been measured faster (its inference, torch eager without AMX on Zen 4, ran at a fifth of int8's speed)."""
-    return bool(torch.cpu._is_amx_tile_supported())
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)  # private, and absent from older torch releases
+    return bool(amx and amx())
 
 
 def uses_bf16(device: torch.device, bf16: bool | None = None) -> bool:
