@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from train import learning
 from train.learning import OptimConfig, lr_at
 from train.pretrain import PretrainConfig, predict, split_metrics, train
 from train.pretrain_cli import run as cli_run
@@ -16,7 +17,7 @@ from zero.checkpoint import load_checkpoint
 from play.cli import build_parser
 from zero.encoding import move_action
 from zero.game import Game
-from zero.network import NetworkConfig
+from zero.network import NetworkConfig, PolicyValueNet
 from zero.pdn import write_game
 
 TINY = NetworkConfig(blocks=1, channels=16, policy_channels=8, value_channels=2, value_hidden=16)
@@ -172,6 +173,19 @@ def test_training_fits_the_expert_moves(dataset, tmp_path):
     assert fit["policy"]["top1"] > 0.8 > 2 * fit["policy"]["uniform_top1"]
     assert {"opening", "middlegame", "endgame"} == set(metrics["policy_by_phase"])
     assert metrics["alphabeta"]["positions"] == 20
+
+
+def test_reported_predictions_are_float32_on_any_cpu(dataset, monkeypatch):
+    data, _ = dataset
+    rows = data.rows("train")
+    torch.manual_seed(0)
+    net = PolicyValueNet(TINY)
+    monkeypatch.setattr(learning, "cpu_multiplies_bf16", lambda: False)
+    plain = predict(net, data, rows, torch.device("cpu"), 64)
+    monkeypatch.setattr(learning, "cpu_multiplies_bf16", lambda: True)  # where training computes in bf16
+    on_amx = predict(net, data, rows, torch.device("cpu"), 64)
+    for name, values in plain.items():
+        np.testing.assert_array_equal(on_amx[name], values, err_msg=name)
 
 
 def test_an_interrupted_run_resumes_to_the_same_weights(dataset, tmp_path, monkeypatch):

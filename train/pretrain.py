@@ -121,7 +121,9 @@ def predict(net: torch.nn.Module, data: PretrainDataset, rows: np.ndarray, devic
         sl = slice(start, start + batch)
         b = data.samples(rows[sl]).to_batch(device)
         action = torch.from_numpy(data.arrays["action"][rows[sl]].astype(np.int64)).to(device)[:, None]
-        with autocast(device):
+        # bf16 on a GPU only, not on a CPU with AMX as in training: the top-1 and value loss reported here (the
+        # model card's among them) must not depend on which CPU measured them.
+        with autocast(device, bf16=device.type == "cuda"):
             out = net(b.planes)
         logits = out.policy_logits.float().masked_fill(~b.legal, float("-inf"))
         expert_logit = logits.gather(1, action)
