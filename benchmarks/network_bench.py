@@ -103,9 +103,13 @@ def bench_inference(net: PolicyValueNet, device: str, batches: list[int], second
 
 def bench_training(cfg: NetworkConfig, device: str, batch_size: int, seconds: float,
                    cols: dict[str, np.ndarray], actions: np.ndarray, compile: bool = False,
-                   bf16: bool | None = None) -> float:
+                   bf16: bool | None = None, contiguous: bool = False) -> float:
     dev = torch.device(device)
     learner = Learner(PolicyValueNet(cfg), OptimConfig(), HeadWeights(), dev, compile=compile, bf16=bf16)
+    if contiguous:
+        # The layout the CPU trainer had before it went channels-last; in place, so the optimizer keeps its
+        # parameters.
+        learner.net.to(memory_format=torch.contiguous_format)
     rng = np.random.default_rng(1)
 
     def step() -> None:
@@ -130,6 +134,9 @@ def main() -> None:
                         help="also time the training step under torch.compile (trainer.compile)")
     parser.add_argument("--bf16", action="store_true",
                         help="also time the training step in bf16 autocast (trainer.precision = bfloat16)")
+    parser.add_argument("--contiguous", action="store_true",
+                        help="also time the training step with the weights in the default (NCHW) layout, where "
+                             "the CPU trainer keeps them channels-last")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -154,7 +161,8 @@ def main() -> None:
             print(f"| {name} {cfg.blocks}x{cfg.channels} | {parameter_count(net):,} | {device} | "
                   + " | ".join(f"{inf[b]:,.0f}" for b in args.batches) + f" | {tr:,.0f} |", flush=True)
             variants = ([("trainer.compile", {"compile": True})] if args.compile else []) + (
-                [("bf16 autocast", {"bf16": True})] if args.bf16 else [])
+                [("bf16 autocast", {"bf16": True})] if args.bf16 else []) + (
+                [("weights contiguous (NCHW)", {"contiguous": True})] if args.contiguous else [])
             for label, options in variants:
                 figure = bench_training(cfg, device, args.train_batch, args.seconds * 2, cols, actions, **options)
                 print(f"| {name} {cfg.blocks}x{cfg.channels}, {label} | | {device} | "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +15,7 @@ from train.learning import (HeadWeights, Learner, OptimConfig, Samples, losses, 
                             uses_bf16)
 from train.pretrain_dataset import build_dataset, open_dataset
 from training_data import EXPERT_PDN, TINY
+from zero.checkpoint import load_checkpoint, save_checkpoint, weights_sha256
 from zero.network import PolicyValueNet
 
 
@@ -52,6 +55,28 @@ def test_training_computes_in_bf16_by_default_on_a_gpu_and_on_a_cpu_that_multipl
     learner = Learner(PolicyValueNet(TINY), OptimConfig(lr=3e-3, schedule="constant"), HeadWeights(), cpu)
     assert learner.bf16
     assert np.isfinite(learner.step(mixed, 3e-3)["loss"])  # the autocast step runs on any CPU when asked
+
+
+def test_the_cpu_trainer_steps_channels_last_as_it_would_contiguous_and_its_checkpoint_reads_back(mixed, tmp_path):
+    torch.manual_seed(0)
+    net = PolicyValueNet(TINY)
+    twin = copy.deepcopy(net)
+    optim = OptimConfig(lr=3e-3, schedule="constant")
+    learner = Learner(net, optim, HeadWeights(), torch.device("cpu"))
+    convolutions = [p for p in learner.net.parameters() if p.ndim == 4]
+    assert all(p.is_contiguous(memory_format=torch.channels_last) for p in convolutions)
+    assert not all(p.is_contiguous() for p in convolutions)  # a 1x1 kernel is both; the 3x3 ones are not
+    reference = Learner(twin, optim, HeadWeights(), torch.device("cpu"))
+    reference.net.to(memory_format=torch.contiguous_format)  # in place: the optimizer keeps its parameters
+    assert all(p.is_contiguous() for p in reference.net.parameters())
+    for _ in range(3):
+        assert learner.step(mixed, 3e-3)["loss"] == pytest.approx(reference.step(mixed, 3e-3)["loss"], rel=1e-4)
+    trained, expected = learner.net.state_dict(), reference.net.state_dict()
+    for name in expected:
+        torch.testing.assert_close(trained[name], expected[name], rtol=1e-4, atol=1e-5)
+    path = save_checkpoint(tmp_path / "trained.pt", net=learner.net, net_config=TINY, step=3)
+    assert load_checkpoint(path).state_dict.keys() == trained.keys()
+    assert weights_sha256(load_checkpoint(path).build_network().state_dict()) == weights_sha256(trained)
 
 
 def test_a_quantization_aware_step_learns_in_the_rounded_pass_too(mixed):
