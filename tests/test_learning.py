@@ -75,8 +75,9 @@ def test_the_cpu_trainer_steps_channels_last_as_it_would_contiguous_and_its_chec
     for name in expected:
         torch.testing.assert_close(trained[name], expected[name], rtol=1e-4, atol=1e-5)
     path = save_checkpoint(tmp_path / "trained.pt", net=learner.net, net_config=TINY, step=3)
-    assert load_checkpoint(path).state_dict.keys() == trained.keys()
-    assert weights_sha256(load_checkpoint(path).build_network().state_dict()) == weights_sha256(trained)
+    written = load_checkpoint(path)
+    assert written.state_dict.keys() == trained.keys()
+    assert weights_sha256(written.build_network().state_dict()) == weights_sha256(trained)
 
 
 def test_a_quantization_aware_step_learns_in_the_rounded_pass_too(mixed):

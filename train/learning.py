@@ -268,8 +268,9 @@ def total_loss(parts: dict[str, torch.Tensor], heads: HeadWeights) -> torch.Tens
 
 def cpu_multiplies_bf16() -> bool:
     """Whether this CPU multiplies bf16 matrices in hardware (Intel AMX). There bf16 autocast trains the loop's
-    3x32 network 1.8x faster than float32 (benchmarks/RESULTS.md); other CPUs keep float32, where bf16 has not
-    been measured faster (its inference, torch eager without AMX on Zen 4, ran at a fifth of int8's speed)."""
+    3x32 network 1.8x faster than float32 (benchmarks/RESULTS.md); other CPUs keep float32, since without AMX
+    bf16 is the slow way (on Zen 4, with AVX-512 BF16, it trained 9x slower and its inference ran at a fifth of
+    int8's speed)."""
     amx = getattr(torch.cpu, "_is_amx_tile_supported", None)  # private, and absent from older torch releases
     return bool(amx and amx())
 
@@ -297,7 +298,7 @@ class Learner:
                  label_smoothing: float = 0.0, compile: bool = False, bf16: bool | None = None,
                  quantization_aware: bool = False) -> None:
         heads.validate()
-        # On a CPU oneDNN's convolutions train 1.3x faster on channels-last (NHWC) weights and activations
+        # On a CPU oneDNN's convolutions train 1.2-1.6x faster on channels-last (NHWC) weights and activations
         # (benchmarks/RESULTS.md, "The trainer's convolutions channels-last"). Only the strides change: the
         # values, the state dict's shapes and the weights' sha256 stay as they were.
         self.net = net.to(device).train()
