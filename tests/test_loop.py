@@ -40,6 +40,7 @@ status_seconds = 3.0
 games_in_flight = 8
 commit_positions = 32
 commit_seconds = 1.0
+niceness = 2
 full_simulations = 8
 fast_simulations = 4
 [selfplay.search]
@@ -179,6 +180,8 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
     assert not children_of(proc.pid)
     # Gating yields the cores to self-play and training (gating.niceness), after every restart too.
     assert f"gatekeeper running at niceness {os.nice(0) + 3}" in (run / "logs" / "gatekeeper.log").read_text()
+    # The actors yield to the trainer (selfplay.niceness).
+    assert f"actor 0 running at niceness {os.nice(0) + 2}" in (run / "logs" / "actor-0.log").read_text()
 
 
 def test_a_reanalyser_feeds_the_trainer_and_survives_a_kill(tmp_path):

@@ -147,6 +147,7 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
 
 
 def actor_role(run_dir: str, cfg: LoopConfig, actor_id: int) -> None:
+    log.info("actor %d running at niceness %d", actor_id, os.nice(cfg.selfplay.niceness))
     with stops_for_good(f"actor {actor_id}", ReplayDamage):
         run_actor(run_dir, actor_id, cfg.selfplay)
 
