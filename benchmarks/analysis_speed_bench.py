@@ -20,11 +20,11 @@ import numpy as np
 import torch
 
 from play.engine import Budget, Engine
-from selfplay.analysis import SINGLE_GAME_LEAVES
-from selfplay.search import SearchConfig
-from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-from zero.game import Game
-from zero.inference import Evaluator
+from selfplay.tree_search.analysis import SINGLE_GAME_LEAVES
+from selfplay.tree_search.search import SearchConfig
+from zero.net.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from zero.net.inference import Evaluator
+from zero.rules.game import Game
 
 MODELS = {"torch float32": ("torch", "float32"), "onnxruntime float32": ("onnxruntime", "float32"),
           "onnxruntime int8-raw": ("onnxruntime", "int8-raw"), "onnxruntime int8": ("onnxruntime", "int8")}

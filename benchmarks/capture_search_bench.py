@@ -13,14 +13,14 @@ import argparse
 import numpy as np
 import torch
 
-from selfplay import mcts
-from selfplay.analysis import analysis_of
-from selfplay.search import BatchedSearch, SearchConfig
-from zero.checkpoint import DEFAULT_CHECKPOINT
-from zero.data import data_file
-from zero.game import Game
-from zero.inference import Evaluator
-from zero.pdn import PdnGame, read_pdn
+from selfplay.tree_search import mcts
+from selfplay.tree_search.analysis import analysis_of
+from selfplay.tree_search.search import BatchedSearch, SearchConfig
+from zero.corpus.pdn import PdnGame, read_pdn
+from zero.net.checkpoint import DEFAULT_CHECKPOINT
+from zero.net.inference import Evaluator
+from zero.rules.game import Game
+from zero.run.data import data_file
 
 
 def sample_positions(pdn: str, count: int, seed: int) -> list[Game]:

@@ -8,7 +8,7 @@ moves and after 10, 20 and 30 more plies of seeded alphabeta:2 self-play (48 pos
 
 --games N plays the first N/2 openings of the ballot, each with both colours, classical:tS against
 alphabeta:tS (S = --seconds), the openings split over --processes processes of one thread each
-(train.split_match); the issue's target is a score of at least 75 % over the whole ballot (--games 288).
+(train.arena.split_match); the issue's target is a score of at least 75 % over the whole ballot (--games 288).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from players_bench import bench_positions  # noqa: E402
 
-from zero.classical import ClassicalPlayer  # noqa: E402
-from zero.egdb_build import QUICK_PIECES, ensure_built  # noqa: E402
-from zero.players import AlphaBetaPlayer  # noqa: E402
+from zero.endgames.egdb_build import QUICK_PIECES, ensure_built  # noqa: E402
+from zero.yardsticks.classical import ClassicalPlayer  # noqa: E402
+from zero.yardsticks.players import AlphaBetaPlayer  # noqa: E402
 
 
 def fixed_depth(games, depths: list[int], egdb) -> None:
@@ -59,8 +59,8 @@ def on_the_clock(games, seconds: float, egdb) -> None:
 
 
 def match(games: int, seconds: float, processes: int, seed: int) -> None:
-    from selfplay.actor import load_ballot
-    from train.split_match import play_split_match
+    from selfplay.actors.actor import load_ballot
+    from train.arena.split_match import play_split_match
 
     openings = load_ballot("openings/acf_3move_144.txt")[: (games + 1) // 2]
     a, b = f"classical:t{seconds:g}", f"alphabeta:t{seconds:g}"

@@ -6,7 +6,7 @@
 Judgement, on the test split's positions with a choice: the share where each network plays the float32
 teacher's move, its top-1 against the expert's move and value cross-entropy against the game result. Speed:
 positions/s at one thread of the float32 teacher and of each network's default CPU model (int8,
-zero.quantized), every network taking a second in turn so that their ratios hold on a shared machine.
+zero.net.quantized), every network taking a second in turn so that their ratios hold on a shared machine.
 Which one plays best is for an equal-time match to say (`checkers-zero ship`, benchmarks/split_match.py).
 """
 
@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 from int8_bench import expert_scores, interleaved_rates, judgement, test_split
-from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-from zero.inference import Evaluator
-from zero.network import parameter_count
+from zero.net.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from zero.net.inference import Evaluator
+from zero.net.network import parameter_count
 
 
 def main() -> None:

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from zero import egdb
-from zero.egdb_build import build, count_disagreements, decode_position
+from zero.endgames import egdb
+from zero.endgames.egdb_build import build, count_disagreements, decode_position
 
 
 @njit(cache=True)

@@ -1,5 +1,5 @@
 """A ballot match of two programs that speak the JSON engine protocol, each asked for its moves as a program
-playing through the engine asks (train.program_player): two checkers-zero engines of different code,
+playing through the engine asks (train.arena.program_player): two checkers-zero engines of different code,
 networks or settings, or another engine with that protocol. On a game clock (`--clock BASE+INCREMENT`, the
 default 0+0.1: 0.1 s a move on average) each program's own time manager decides its moves' times; the
 summary reports each player's mean and longest. The openings are split over `--processes` pairs of programs
@@ -20,12 +20,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from selfplay.actor import load_ballot
-from selfplay.time_manager import GameClock
+from selfplay.actors.actor import load_ballot
+from selfplay.tree_search.time_manager import GameClock
 from split_match import report
-from train.match import MatchGame, MatchResult, play_match
-from train.program_player import ProgramError, ProgramPlayer
-from train.split_match import joined_shares, share_bounds
+from train.arena.match import MatchGame, MatchResult, play_match
+from train.arena.program_player import ProgramError, ProgramPlayer
+from train.arena.split_match import joined_shares, share_bounds
 
 
 def main() -> None:

@@ -32,9 +32,9 @@ import numpy as np
 import torch
 
 from mcts_bench import _ensure_network, actors_total, bench_actors
-from selfplay.actor import SelfPlayConfig, current_best
-from zero.encoding import NUM_PLANES
-from zero.inference import Evaluator
+from selfplay.actors.actor import SelfPlayConfig, current_best
+from zero.net.encoding import NUM_PLANES
+from zero.net.inference import Evaluator
 
 
 class GpuBusy:

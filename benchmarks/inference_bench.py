@@ -2,7 +2,7 @@
 
     python benchmarks/inference_bench.py [--checkpoint PATH] [--batches 1 8 32 64 256] [--threads 1]
 
-Backends: torch eager and ONNX Runtime through zero.inference.Evaluator (numpy in and out, as a search calls
+Backends: torch eager and ONNX Runtime through zero.net.inference.Evaluator (numpy in and out, as a search calls
 it), torch.compile of the same network, and OpenVINO compiling the same exported ONNX graph (measured for
 the choice of backend only; it runs when the `openvino` package is installed). Each figure is the median of
 timed windows after a warm-up; the load average is printed beside it, since a busy machine lowers them all.
@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from network_bench import planes_of, random_positions, timed
-from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-from zero.inference import Evaluator
-from zero.onnx_model import export_onnx
-from zero.network import parameter_count
+from zero.net.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from zero.net.inference import Evaluator
+from zero.net.network import parameter_count
+from zero.net.onnx_model import export_onnx
 
 
 def openvino_runner(net):

@@ -5,13 +5,13 @@
 (the dataset: `checkers-zero pretrain dataset --pdn ../shared/data/OCA_2.0.pdn --out runs/expert-oca`)
 
 Models: float32, int8-raw (the int8 model's answers alone) and int8 (the evaluator's default: positions the
-int8 model nearly ties answered again in float32, zero.inference).
+int8 model nearly ties answered again in float32, zero.net.inference).
 Judgement, on the test split's positions with a choice (not forced): the share where each model plays
 the float32 network's move (the legal action with the highest logit), each model's top-1 against the
 expert's move and value cross-entropy against the game result, and the largest and mean change of the WDL;
 then, from int8-raw's and float32's answers, the agreement and the share answered in float32 at other
 near-tie margins (--margins).
-Speed: positions/s at one thread through zero.inference.Evaluator (numpy in and out, as the search calls
+Speed: positions/s at one thread through zero.net.inference.Evaluator (numpy in and out, as the search calls
 it), the two models taking turns a second at a time in one process, so their ratio holds on a shared
 machine. Time per operator:
 ONNX Runtime's own profile of each model at the first batch size (convolutions, matrix products,
@@ -35,12 +35,12 @@ import numpy as np
 import torch
 
 from network_bench import timed
-from train.pretrain_dataset import open_dataset
-from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-from zero.encoding import legal_logit_gaps
-from zero.inference import NEAR_TIE_LOGITS, Evaluator
-from zero.onnx_model import export_onnx
-from zero.quantized import int8_graph
+from train.learner.pretrain_dataset import open_dataset
+from zero.net.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from zero.net.encoding import legal_logit_gaps
+from zero.net.inference import NEAR_TIE_LOGITS, Evaluator
+from zero.net.onnx_model import export_onnx
+from zero.net.quantized import int8_graph
 
 
 def judgement(evaluator: Evaluator, batches: list) -> dict[str, np.ndarray]:
@@ -60,7 +60,7 @@ def judgement(evaluator: Evaluator, batches: list) -> dict[str, np.ndarray]:
 def near_tie_curve(raw: dict[str, np.ndarray], float32: dict[str, np.ndarray], chosen: np.ndarray,
                    margins: list[float]) -> None:
     """Move agreement with float32 if the positions int8 alone nearly ties (gap under a margin) were answered
-    in float32, and the share of positions that would be, by margin (zero.inference.NEAR_TIE_LOGITS)."""
+    in float32, and the share of positions that would be, by margin (zero.net.inference.NEAR_TIE_LOGITS)."""
     print("\n| near-tie margin (logits) | positions answered in float32 | same move as float32 |")
     print("|---:|---:|---:|")
     for margin in margins:

@@ -33,11 +33,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from train.gating import Gatekeeper, GatingConfig
-from train.ratings import RatingsTable
-from train.ship import raw_policy_on_test_split
-from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, resolve_checkpoint
-from zero.config import atomic_write_bytes
+from train.arena.gating import Gatekeeper, GatingConfig
+from train.arena.ratings import RatingsTable
+from train.shipping.ship import raw_policy_on_test_split
+from zero.net.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, resolve_checkpoint
+from zero.run.config import atomic_write_bytes
 
 # Above the random and shallow yardsticks that every network passes, near the network at gating's search: the
 # ones whose results move as the network learns (alphabeta:12 would add little to classical:10 at three times
@@ -69,7 +69,7 @@ def train_segments(name: str, args: argparse.Namespace, start: Path, curve: dict
     start_digest = sha256(start)
     # The benchmark rates the networks on its own ladder: the loop's own rating and calibration games would
     # only take CPU from the learning (a --set may still ask for them).
-    loop = [sys.executable, "-m", "play.cli", "loop", "--run", str(run), "--from", str(start),
+    loop = [sys.executable, "-m", "play.cli.main", "loop", "--run", str(run), "--from", str(start),
             "--set", "gating.rating_games=0", "--set", "gating.calibration_games=0"]
     if args.config:
         loop += ["--config", args.config]

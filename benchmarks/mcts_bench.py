@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from selfplay import mcts
-from selfplay.evaluators import UniformEvaluator
-from selfplay.search import BatchedSearch, SearchConfig
-from zero.game import Game
+from selfplay.tree_search import mcts
+from selfplay.tree_search.evaluators import UniformEvaluator
+from selfplay.tree_search.search import BatchedSearch, SearchConfig
+from zero.rules.game import Game
 
 
 def opening_games(count: int, seed: int = 0, max_plies: int = 20) -> list[Game]:
@@ -118,7 +118,7 @@ def _print_reuse(r: dict) -> None:
 def _actor_for(seconds: float, actor_id: int, run_dir: str, results, config=None) -> None:
     """One actor process (the default settings unless `config`), stopped (in-flight games discarded) after
     `seconds`."""
-    from selfplay.actor import Actor, SelfPlayConfig
+    from selfplay.actors.actor import Actor, SelfPlayConfig
 
     actor = Actor(run_dir, actor_id, config or SelfPlayConfig())
     # Let the network load before the clock starts: the first step loads and warms everything.
@@ -157,8 +157,8 @@ def actors_total(stats: list) -> dict:
 
 def _ensure_network(run_dir: Path, checkpoint: str | None) -> str:
     """--checkpoint, else the shipped checkpoint, else a random NetworkConfig.small() one, as run_dir's best."""
-    from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-    from zero.rundir import RunDir
+    from zero.net.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+    from zero.run.rundir import RunDir
 
     if checkpoint:
         path = Path(checkpoint).resolve()
@@ -169,8 +169,8 @@ def _ensure_network(run_dir: Path, checkpoint: str | None) -> str:
         return f"shipped checkpoint {DEFAULT_CHECKPOINT.name}"
     import torch
 
-    from zero.checkpoint import save_checkpoint
-    from zero.network import NetworkConfig, PolicyValueNet
+    from zero.net.checkpoint import save_checkpoint
+    from zero.net.network import NetworkConfig, PolicyValueNet
 
     torch.manual_seed(0)
     cfg = NetworkConfig.small()
@@ -212,8 +212,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
         network = _ensure_network(run_dir, args.checkpoint)
-        from selfplay.actor import SelfPlayConfig, current_best
-        from zero.inference import Evaluator
+        from selfplay.actors.actor import SelfPlayConfig, current_best
+        from zero.net.inference import Evaluator
 
         print(f"\n3. {network}, CPU")
         print("tree reuse with this network (8 games, 400 visits per move, first 15 moves):")

@@ -4,8 +4,8 @@
     python benchmarks/network_bench.py --nets small --threads 1 --seconds 5
     python benchmarks/network_bench.py --nets --checkpoint checkpoints/shipped.pt --threads 1 --compile
 
-Inference goes through zero.inference.Evaluator (numpy in and out, bf16 autocast on CUDA), so the figures
-include the host-device copies a search pays. Training runs the one training step (train.learning.Learner:
+Inference goes through zero.net.inference.Evaluator (numpy in and out, bf16 autocast on CUDA), so the figures
+include the host-device copies a search pays. Training runs the one training step (train.learner.learning.Learner:
 masked policy loss, WDL and moves-left losses, AdamW, gradient clipping) on samples of random legal
 positions, batches built as for any source (planes and legal masks encoded per batch by the numba kernels).
 Each figure is the median of repeated timed windows after a warm-up; it prints wall time, so on a shared
@@ -23,12 +23,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from train.learning import SOURCES, HeadWeights, Learner, OptimConfig, Samples
-from zero.checkpoint import load_checkpoint
-from zero.encoding import NUM_PLANES, encode_batch, move_action
-from zero.game import Position
-from zero.inference import Evaluator
-from zero.network import NetworkConfig, PolicyValueNet, parameter_count
+from train.learner.learning import SOURCES, HeadWeights, Learner, OptimConfig, Samples
+from zero.net.checkpoint import load_checkpoint
+from zero.net.encoding import NUM_PLANES, encode_batch, move_action
+from zero.net.inference import Evaluator
+from zero.net.network import NetworkConfig, PolicyValueNet, parameter_count
+from zero.rules.game import Position
 
 PRESETS = {"small": NetworkConfig.small, "large": NetworkConfig.large}
 

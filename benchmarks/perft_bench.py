@@ -13,9 +13,9 @@ import platform
 import re
 import time
 
-from zero import movegen
-from zero.data import data_file
-from zero.game import Position
+from zero.rules import movegen
+from zero.rules.game import Position
+from zero.run.data import data_file
 
 
 def _expected_counts() -> dict[int, tuple[int, int]]:

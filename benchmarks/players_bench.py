@@ -15,11 +15,11 @@ import argparse
 import statistics
 import time
 
-from zero.data import require_data_file
-from zero.game import Game
-from train.match import mix_seed
-from zero.openings import load_openings
-from zero.players import AlphaBetaPlayer
+from train.arena.match import mix_seed
+from zero.corpus.openings import load_openings
+from zero.rules.game import Game
+from zero.run.data import require_data_file
+from zero.yardsticks.players import AlphaBetaPlayer
 
 
 def bench_positions(every: int) -> list[Game]:

@@ -19,7 +19,7 @@ tail -1 /tmp/bench-ray.log
 kill -TERM -$HEAD; sleep 15; kill -KILL -$HEAD 2>/dev/null
 echo "== done $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg)"
 python - <<'PY'
-from selfplay.replay_buffer import ReplayReader
+from selfplay.replay.replay_buffer import ReplayReader
 for name in ("local", "ray"):
     r = ReplayReader(f"/tmp/bench-{name}")
     games = list(r.iter_games())

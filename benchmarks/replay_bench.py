@@ -2,7 +2,7 @@
 
     python benchmarks/replay_bench.py [--positions 60000] [--dir DIR]
 
-Games are random legal games (selfplay.random_records), generated once and appended over and over, so the
+Games are random legal games (selfplay.replay.random_records), generated once and appended over and over, so the
 figures are the store's alone. Each setting writes to a fresh store in a temporary directory (or --dir).
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from selfplay.random_records import random_game_record
-from selfplay.replay_buffer import ReplayReader, ReplayWriter, store_path
+from selfplay.replay.random_records import random_game_record
+from selfplay.replay.replay_buffer import ReplayReader, ReplayWriter, store_path
 
 SETTINGS = [  # (commit_positions, chunk_rows)
     (1, 4096),

@@ -15,12 +15,12 @@ import os
 
 import torch
 
-from selfplay.analysis import GameSearch, best_move
-from selfplay.evaluators import CachedEvaluator, PositionEvaluator
-from selfplay.search import SearchConfig
-from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-from zero.game import Game
-from zero.inference import Evaluator
+from selfplay.tree_search.analysis import GameSearch, best_move
+from selfplay.tree_search.evaluators import CachedEvaluator, PositionEvaluator
+from selfplay.tree_search.search import SearchConfig
+from zero.net.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from zero.net.inference import Evaluator
+from zero.rules.game import Game
 
 
 def play_one_game(evaluator: PositionEvaluator, config: SearchConfig, seconds: float, plies: int) -> dict:

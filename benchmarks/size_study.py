@@ -35,16 +35,16 @@ import numpy as np
 import torch
 
 from network_bench import planes_of, random_positions, timed
-from selfplay.analysis import SINGLE_GAME_LEAVES
+from selfplay.tree_search.analysis import SINGLE_GAME_LEAVES
 from single_game_bench import play_one_game
-from selfplay.evaluators import CachedEvaluator
-from selfplay.search import SearchConfig
-from train.learning import HeadWeights, Learner, OptimConfig
-from train.pretrain_dataset import PretrainDataset
-from zero.checkpoint import load_checkpoint
-from zero.data import require_data_file
-from zero.inference import Evaluator
-from zero.network import NetworkConfig, PolicyValueNet, parameter_count
+from selfplay.tree_search.evaluators import CachedEvaluator
+from selfplay.tree_search.search import SearchConfig
+from train.learner.learning import HeadWeights, Learner, OptimConfig
+from train.learner.pretrain_dataset import PretrainDataset
+from zero.net.checkpoint import load_checkpoint
+from zero.net.inference import Evaluator
+from zero.net.network import NetworkConfig, PolicyValueNet, parameter_count
+from zero.run.data import require_data_file
 
 
 def tower(size: str) -> NetworkConfig:
@@ -69,7 +69,7 @@ def probe_rate(size: str, data_dir: str, seconds: float, batch: int, queue: mp.Q
 
 def pretrain_command(size: str, data_dir: str, out: Path, steps: int, batch: int, *settings: str) -> list[str]:
     net = tower(size)
-    command = [sys.executable, "-m", "play.cli", "pretrain", "train", "--data", data_dir,
+    command = [sys.executable, "-m", "play.cli.main", "pretrain", "train", "--data", data_dir,
                "--out", str(out / f"{size}.pt"), "--run-dir", str(out / f"pretrain-{size}"), "--no-wandb",
                "--quiet", "--restart", "--set", f"network.blocks={net.blocks}",
                "--set", f"network.channels={net.channels}", "--set", f"steps={steps}",
@@ -152,7 +152,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     data_dir = args.data or str(out / "oca")
     if not Path(data_dir).exists():
-        subprocess.run([sys.executable, "-m", "play.cli", "pretrain", "dataset", "--quiet", "--out", data_dir,
+        subprocess.run([sys.executable, "-m", "play.cli.main", "pretrain", "dataset", "--quiet", "--out", data_dir,
                         "--pdn", str(require_data_file("OCA_2.0.pdn"))], check=True)
     print(f"load average {os.getloadavg()[0]:.1f} at start", flush=True)
     todo = [s for s in args.sizes if not (out / f"{s}.pt").exists()]

@@ -1,6 +1,6 @@
 """A match over the whole ballot, the openings split over several processes of one thread each: for
 players on the clock, whose games run one at a time, so that a 288-game ballot takes hours / processes
-(train.split_match). The summary combines every opening pair into one score, Elo and 95 % interval, as one
+(train.arena.split_match). The summary combines every opening pair into one score, Elo and 95 % interval, as one
 match would.
 
     python benchmarks/split_match.py "mcts:t0.1" "mcts:190" --processes 2 [--openings FILE] [--out games.pdn]
@@ -13,10 +13,10 @@ import os
 import time
 from pathlib import Path
 
-from selfplay.actor import load_ballot
-from train.match import MatchResult
-from train.split_match import play_split_match
-from zero.config import atomic_write_bytes
+from selfplay.actors.actor import load_ballot
+from train.arena.match import MatchResult
+from train.arena.split_match import play_split_match
+from zero.run.config import atomic_write_bytes
 
 
 def main() -> None:

@@ -16,9 +16,9 @@ import heapq
 
 import numpy as np
 
-from train.sprt import PairSprt, SprtConfig, expected_score
-from train.pretrain_dataset import RESULT_OF_PDN
-from zero.pdn import PdnError, read_pdn
+from train.arena.sprt import PairSprt, SprtConfig, expected_score
+from train.learner.pretrain_dataset import RESULT_OF_PDN
+from zero.corpus.pdn import PdnError, read_pdn
 
 
 def simulate(true_elo: float, config: SprtConfig, matches: int, draw_rate: float, rng) -> tuple[float, float]:

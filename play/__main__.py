@@ -1,5 +1,5 @@
 import sys
 
-from play.cli import main
+from play.cli.main import main
 
 sys.exit(main())

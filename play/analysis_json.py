@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the search (numba kernels) is imported only where a search runs
-    from selfplay.analysis import Analysis, Proven
-    from zero.game import Position
+    from selfplay.tree_search.analysis import Analysis, Proven
+    from zero.rules.game import Position
 
 
 def wdl_json(wdl: tuple[float, float, float]) -> dict[str, float]:

@@ -10,7 +10,7 @@ and more) is searched on in that tree, from the subtree of the moves played sinc
 the clock keeps its tree from move to move: a program playing a game through the engine, one query a move,
 searches as `play` does (unless that subtree fills most of the largest pool a tree may have). A budget of
 simulations or nodes is an analysis's, and is searched afresh, so that its answer counts exactly that budget.
-A move on a game clock spends it as a match player on one does (`selfplay.time_manager.MoveTimer`): it may
+A move on a game clock spends it as a match player on one does (`selfplay.tree_search.time_manager.MoveTimer`): it may
 stop before its time or think on past it.
 """
 
@@ -26,14 +26,15 @@ from typing import Any
 from play.analysis_json import analysis_json
 from play.engine import plies_left
 from play.queries import EngineSettings, Query
-from selfplay import mcts
-from selfplay.analysis import (VISITS_PER_STEP, analysis_of, candidate_lines, make_room, max_single_game_capacity,
-                               with_database)
-from selfplay.evaluators import PositionEvaluator
-from selfplay.search import BatchedSearch, warm_up
-from selfplay.time_manager import MoveTimer, move_time
-from zero.egdb import Egdb
-from zero.game import Game, Move, Position
+from selfplay.tree_search import mcts
+from selfplay.tree_search.analysis import (
+    VISITS_PER_STEP, analysis_of, candidate_lines, make_room, max_single_game_capacity, with_database,
+)
+from selfplay.tree_search.evaluators import PositionEvaluator
+from selfplay.tree_search.search import BatchedSearch, warm_up
+from selfplay.tree_search.time_manager import MoveTimer, move_time
+from zero.endgames.egdb import Egdb
+from zero.rules.game import Game, Move, Position
 
 
 # A search that fills the largest pool the trees may have stops, whatever its time: a subtree kept from the
@@ -170,7 +171,7 @@ class AnalysisPool:
 
     def _timer(self, g: int, task: Task) -> MoveTimer | None:
         """When a timed search of `task` in tree `g` ends: at its `time`; a move on a game clock as a match
-        player on one spends it (selfplay.time_manager): the increment and a share of the rest, less once
+        player on one spends it (selfplay.tree_search.time_manager): the increment and a share of the rest, less once
         its move can no longer change, more while its choice is unstable, never more than is left, and
         nothing for a forced move."""
         limits = task.query.limits

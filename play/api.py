@@ -32,7 +32,7 @@ class Engine:
         play.engine.EngineError when it cannot be loaded."""
         from play.analysis_pool import AnalysisPool
         from play.engine import Engine as PlayEngine
-        from selfplay.evaluators import CachedEvaluator
+        from selfplay.tree_search.evaluators import CachedEvaluator
 
         self.settings = settings or EngineSettings()
         self.settings.validate()

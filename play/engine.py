@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zero.game import Game, Move
+from zero.rules.game import Game, Move
 
 if TYPE_CHECKING:  # the search (numba kernels) is imported only when an engine searches
-    from zero.egdb import Egdb
-    from zero.opening_book import OpeningBook
-    from selfplay.evaluators import PositionEvaluator
-    from selfplay.analysis import Analysis, GameSearch
-    from selfplay.search import SearchConfig
+    from selfplay.tree_search.analysis import Analysis, GameSearch
+    from selfplay.tree_search.evaluators import PositionEvaluator
+    from selfplay.tree_search.search import SearchConfig
+    from zero.corpus.opening_book import OpeningBook
+    from zero.endgames.egdb import Egdb
 
 
 class EngineError(RuntimeError):
@@ -95,7 +95,7 @@ def plies_left(evaluator: PositionEvaluator, game: Game) -> float | None:
     predict = getattr(evaluator, "predict", None)
     if predict is None:
         return None
-    from zero.encoding import encode_game
+    from zero.net.encoding import encode_game
 
     moves_left = predict(encode_game(game)[None])[2]
     return None if moves_left is None else float(moves_left[0])
@@ -118,7 +118,7 @@ def add_book_argument(parser: argparse.ArgumentParser) -> None:
 
 
 class Engine:
-    """A checkpoint's network plus the search of one game at a time (selfplay.analysis.GameSearch: its tree
+    """A checkpoint's network plus the search of one game at a time (selfplay.tree_search.analysis.GameSearch: its tree
     follows the game from move to move). Not thread-safe: callers that share one serialise calls."""
 
     def __init__(self, evaluator: PositionEvaluator, checkpoint: Path, search_config: SearchConfig | None = None,
@@ -135,12 +135,12 @@ class Engine:
              opening_book: bool = True) -> Engine:
         """The engine for a checkpoint file or a run directory (its best network), by default the shipped
         network; with the endgame database (the largest built, the 4-piece one built on first use in
-        seconds) and the opening book (zero.opening_book, built from the data folder's OCA games on first
+        seconds) and the opening book (zero.corpus.opening_book, built from the data folder's OCA games on first
         use; none when that file is absent) unless told not to; its search keeps `threads` network calls in
-        flight (selfplay.search.SearchConfig.threads)."""
-        from selfplay.analysis import single_game_search
-        from zero.checkpoint import CheckpointError, resolve_checkpoint
-        from zero.inference import SMALL_BATCH_THREADS, Evaluator
+        flight (selfplay.tree_search.search.SearchConfig.threads)."""
+        from selfplay.tree_search.analysis import single_game_search
+        from zero.net.checkpoint import CheckpointError, resolve_checkpoint
+        from zero.net.inference import SMALL_BATCH_THREADS, Evaluator
 
         try:
             path = resolve_checkpoint(checkpoint)
@@ -166,8 +166,8 @@ class Engine:
             raise EngineError(str(exc)) from None
         egdb = None
         if endgame_database:
-            from zero.egdb import EgdbFileError
-            from zero.egdb_build import largest_available
+            from zero.endgames.egdb import EgdbFileError
+            from zero.endgames.egdb_build import largest_available
 
             try:
                 egdb = largest_available()
@@ -175,7 +175,7 @@ class Engine:
                 raise EngineError(f"endgame database: {exc} (or play without it: --no-egdb)") from None
         book = None
         if opening_book:
-            from zero.opening_book import ensure_book
+            from zero.corpus.opening_book import ensure_book
 
             try:
                 book = ensure_book()
@@ -190,8 +190,8 @@ class Engine:
         return f"checkers-zero {self.checkpoint.stem}"
 
     def warm_up(self) -> None:
-        """Compile the search's kernels now (selfplay.search.warm_up) rather than in the first search's time."""
-        from selfplay.search import warm_up
+        """Compile the search's kernels now (selfplay.tree_search.search.warm_up), not in the first search's time."""
+        from selfplay.tree_search.search import warm_up
 
         warm_up(self.evaluator, self.search_config, egdb=self.egdb)
 
@@ -202,7 +202,7 @@ class Engine:
         return self._described(self._game_search().analyse(game, budget.simulations, budget.seconds), game)
 
     def choose(self, game: Game, budget: Budget) -> tuple[Move, Analysis | None]:
-        """The engine's move and the search behind it (selfplay.analysis.GameSearch.choose): a forced move
+        """The engine's move and the search behind it (selfplay.tree_search.analysis.GameSearch.choose): a forced move
         and the opening book's move are played at once, unsearched (None); on the clock the search stops
         once its move cannot change."""
         if game.outcome is not None:
@@ -213,8 +213,8 @@ class Engine:
         return move, None if analysis is None else self._described(analysis, game)
 
     def _game_search(self) -> GameSearch:
-        from selfplay.analysis import GameSearch
-        from selfplay.evaluators import CachedEvaluator
+        from selfplay.tree_search.analysis import GameSearch
+        from selfplay.tree_search.evaluators import CachedEvaluator
 
         if self._search is None:
             # Evaluations are remembered by position: the positions of the last searches come back in the

@@ -12,12 +12,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from selfplay.analysis import single_game_search
-from selfplay.search import SearchConfig
-from selfplay.time_manager import TimeManager
-from zero.game import Game, Move, Position, RulesConfig
-from zero.notation import NotationError, fen_to_position, resolve_move
-from zero.pdn import MAX_PLIES
+from selfplay.tree_search.analysis import single_game_search
+from selfplay.tree_search.search import SearchConfig
+from selfplay.tree_search.time_manager import TimeManager
+from zero.corpus.pdn import MAX_PLIES
+from zero.rules.game import Game, Move, Position, RulesConfig
+from zero.rules.notation import NotationError, fen_to_position, resolve_move
 
 PROTOCOL_VERSION = 1
 ENGINE_NAME = "checkers-zero"
@@ -51,7 +51,7 @@ class EngineSettings:
     cache_positions: int = 16_384  # network answers remembered by position (consecutive plies of a game
     #                                share most of their trees); 0 = no cache
     # A game's positions are usually asked one at a time (a program playing through the engine), so each
-    # tree fills the network's batches alone, as a game searched alone does (selfplay.analysis).
+    # tree fills the network's batches alone, as a game searched alone does (selfplay.tree_search.analysis).
     search: SearchConfig = field(default_factory=single_game_search)
     # Analysis has no game-length cap: a position 400 plies into a game is as analysable as any other.
     rules: RulesConfig = field(default_factory=lambda: RulesConfig(max_plies=0))

@@ -4,7 +4,7 @@ A move's cost is the fall in the mover's expected score (win + draw/2, from 0 to
 position before the move, minus the score the mover keeps after it (1 - the opponent's score there).
 The search's value is an estimate with noise, so small falls are ignored and a move that was forced (the
 only legal move) is never marked or counted, nor is a move of the ballot opening a match game started from
-(its Opening tag names those forced moves: zero.openings.ballot_plies). Where the analysis carries a
+(its Opening tag names those forced moves: zero.corpus.openings.ballot_plies). Where the analysis carries a
 `proven` value (terminal lines today; endgame databases and the MCTS-solver fill it) that exact value
 replaces the estimate, and a position the rules have already ended (no move, repetition, no progress) is
 scored exactly.
@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from zero.game import Game, Move, Outcome, RulesConfig, Termination
-from zero.openings import ballot_plies
-from zero.pdn import PdnGame, write_game
+from zero.corpus.openings import ballot_plies
+from zero.corpus.pdn import PdnGame, write_game
+from zero.rules.game import Game, Move, Outcome, RulesConfig, Termination
 
 if TYPE_CHECKING:  # the engine loads torch; review's pure parts do not need it
     from play.api import Engine

@@ -1,4 +1,4 @@
-"""`checkers-zero serve`: play against a checkpoint in the browser.
+"""Playing against a checkpoint in the browser (`checkers-zero serve`, play.cli.serve).
 
 A small JSON API over the standard library's HTTP server, and one self-contained page (web/index.html)
 that uses it. The server binds 127.0.0.1 unless told otherwise: it is a local toy, not a public service.
@@ -39,7 +39,6 @@ A client that goes away before its answer is not an error: nothing is logged for
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -56,11 +55,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any, Callable
 
-from zero.config import check_settings, setting
-from zero.game import Position
-from zero.notation import NotationError, fen_to_position
+from zero.rules.game import Position
+from zero.rules.notation import NotationError, fen_to_position
+from zero.run.config import check_settings, setting
 from play.engine import (
-    DEFAULT_LEVEL, LEVELS, Budget, Engine, EngineError, add_book_argument, add_threads_argument, budget_for,
+    DEFAULT_LEVEL, LEVELS, Budget, Engine, EngineError, budget_for,
 )
 from play.session import HumanGame, PlayError
 
@@ -517,44 +516,6 @@ class PlayHandler(BaseHTTPRequestHandler):
 def _json(status: int, data: dict[str, Any]) -> tuple[int, bytes, str, dict[str, str]]:
     return status, json.dumps(data).encode(), "application/json", {}
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", metavar="PATH", help="network to play against (default: the shipped one)")
-    parser.add_argument("--no-egdb", action="store_true",
-                        help="search without the endgame database (by default positions of few pieces are exact)")
-    add_threads_argument(parser)
-    add_book_argument(parser)
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help=f"port to listen on (default {DEFAULT_PORT}; 0 = any free port)")
-    parser.add_argument("--host", default=DEFAULT_HOST,
-                        help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
-    parser.add_argument("--verbose", action="store_true", help="log every request")
-
-
-def run(args: argparse.Namespace) -> int:
-    # Loading the network and compiling the search take seconds (more after an install): say so at once.
-    print("checkers-zero serve: loading the network and preparing the search ...", flush=True)
-    try:
-        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb, threads=args.threads,
-                             opening_book=not args.no_book)
-    except EngineError as exc:
-        print(f"checkers-zero serve: {exc}", file=sys.stderr)
-        return 2
-    try:
-        server = PlayServer(engine, args.host, args.port)
-    except OSError as exc:
-        print(f"checkers-zero serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
-        return 2
-    engine.warm_up()  # after the port is ours (a port in use is said at once), before the person's first move
-    server.verbose = args.verbose
-    print(f"Playing {engine.name}: open {server.url} in your browser (Ctrl+C to stop)", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        print("stopped")
-    finally:
-        server.server_close()
-    return 0
 
 
 def start_in_thread(engine: Engine, host: str = DEFAULT_HOST, port: int = 0,

@@ -10,10 +10,10 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any
 
-from zero.game import Game, Move, Outcome, Position, Termination
-from zero.notation import NotationError, fen_to_position, resolve_move
 from play.analysis_json import analysis_json
 from play.engine import Budget, Engine, side_name
+from zero.rules.game import Game, Move, Outcome, Position, Termination
+from zero.rules.notation import NotationError, fen_to_position, resolve_move
 
 
 class PlayError(ValueError):
@@ -31,7 +31,7 @@ def load_start(fen: str | None = None, pdn: str | Path | None = None) -> tuple[P
         except NotationError as exc:
             raise PlayError(str(exc)) from None
     if pdn is not None:
-        from zero.pdn import PdnError, read_pdn
+        from zero.corpus.pdn import PdnError, read_pdn
 
         try:
             first = next(iter(read_pdn(pdn)), None)
@@ -204,7 +204,7 @@ class HumanGame:
     def pdn(self) -> str:
         """The record as PDN. The engine's name gives every level its moves were played at; when there are
         several, a comment marks the engine move where each one began."""
-        from zero.pdn import write_game
+        from zero.corpus.pdn import write_game
 
         # Undone moves are no part of the record; a move played again after an undo replaced its entry.
         played = sorted((ply, strength) for ply, strength in self.strengths.items() if ply < self.game.ply)

@@ -8,7 +8,9 @@ import os
 import shutil
 import tempfile
 
-from zero import egdb, opening_book
+from zero.corpus import opening_book
+
+from zero.endgames import egdb
 
 # Where this machine keeps its databases (a 5-piece one, if built, serves test_egdb's key endings).
 USER_EGDB_VARIABLE = "CHECKERS_ZERO_EGDB_USER"

@@ -3,7 +3,7 @@ the evaluator it wraps, and an evaluator on a fake clock."""
 
 from __future__ import annotations
 
-from selfplay.evaluators import UniformEvaluator
+from selfplay.tree_search.evaluators import UniformEvaluator
 
 
 class Counting:

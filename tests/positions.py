@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from zero.game import Position
+from zero.rules.game import Position
 
 
 def random_position(seed: int, plies: int) -> Position:

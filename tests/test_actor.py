@@ -16,15 +16,15 @@ import torch
 
 from counting import Counting
 from processes import interrupt, reaped, wait_until
-from selfplay.actor import Actor, SelfPlayConfig, current_best
-from selfplay.replay_buffer import ReplayReader
-from selfplay.search import SearchConfig
-from zero.checkpoint import save_checkpoint
-from zero.encoding import move_action
-from zero.game import Game, RulesConfig
-from zero.network import NetworkConfig, PolicyValueNet
-from zero.notation import resolve_move
-from zero.pdn import read_pdn_text
+from selfplay.actors.actor import Actor, SelfPlayConfig, current_best
+from selfplay.replay.replay_buffer import ReplayReader
+from selfplay.tree_search.search import SearchConfig
+from zero.corpus.pdn import read_pdn_text
+from zero.net.checkpoint import save_checkpoint
+from zero.net.encoding import move_action
+from zero.net.network import NetworkConfig, PolicyValueNet
+from zero.rules.game import Game, RulesConfig
+from zero.rules.notation import resolve_move
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
 
@@ -35,7 +35,7 @@ def _checkpoint(run: Path, name: str, step: int, seed: int) -> Path:
 
 
 def _promote(run: Path, path: Path, step: int) -> None:
-    # The record train.gating writes.
+    # The record train.arena.gating writes.
     (run / "checkpoints" / "best.json").write_text(json.dumps({"path": str(path), "name": path.stem, "step": step}))
 
 
@@ -275,7 +275,7 @@ def test_ctrl_c_stops_the_selfplay_command_cleanly(run, stop):
 @pytest.mark.slow
 def test_actor_process_stops_on_sigterm(run):
     # The loop's supervisor stops children with SIGTERM: in-flight games are dropped, the rest committed.
-    code = (f"from selfplay.actor import run_actor, SelfPlayConfig; "
+    code = (f"from selfplay.actors.actor import run_actor, SelfPlayConfig; "
             f"run_actor({str(run)!r}, 5, SelfPlayConfig(games_in_flight=2, commit_positions=1, "
             f"full_simulations=8, fast_simulations=4))")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -289,8 +289,8 @@ def test_actor_process_stops_on_sigterm(run):
 
 def test_selfplay_on_actor_ids_in_use_is_refused_in_one_line(run, capsys):
     # Before: each actor process ended in a ReplayError traceback and the command left its run record behind.
-    from play.cli import main
-    from zero.rundir import RunDir
+    from play.cli.main import main
+    from zero.run.rundir import RunDir
 
     files = set(run.rglob("*"))
     held = RunDir(run).take_replay_lock(1)  # as a running loop's actor 1 holds it

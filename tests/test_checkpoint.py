@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from zero.checkpoint import CheckpointError, load_checkpoint, save_checkpoint, weights_sha256
-from zero.inference import Evaluator
-from zero.network import NetworkConfig, PolicyValueNet
+from zero.net.checkpoint import CheckpointError, load_checkpoint, save_checkpoint, weights_sha256
+from zero.net.inference import Evaluator
+from zero.net.network import NetworkConfig, PolicyValueNet
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=16)
 
@@ -104,7 +104,7 @@ def test_evaluator_from_checkpoint(saved):
 
 
 def test_a_checkpoint_of_another_encoding_is_refused(tmp_path):
-    from zero.encoding import ENCODING_VERSION
+    from zero.net.encoding import ENCODING_VERSION
 
     other = NetworkConfig(**{**TINY.to_dict(), "encoding_version": ENCODING_VERSION + 1})
     path = save_checkpoint(tmp_path / "other.pt", net=PolicyValueNet(other), net_config=other, step=0)
@@ -115,7 +115,7 @@ def test_a_checkpoint_of_another_encoding_is_refused(tmp_path):
 
 def test_checkpoints_from_before_the_encoding_version_are_version_1(tmp_path):
     # The shipped network was saved before configs recorded the version; its encoding is version 1.
-    from zero.checkpoint import DEFAULT_CHECKPOINT
+    from zero.net.checkpoint import DEFAULT_CHECKPOINT
 
     stored = TINY.to_dict()
     del stored["encoding_version"]
@@ -128,7 +128,7 @@ def _write_payload(path, obj) -> None:
     import hashlib
     import io
 
-    from zero.checkpoint import FORMAT_NAME, FORMAT_VERSION
+    from zero.net.checkpoint import FORMAT_NAME, FORMAT_VERSION
 
     buf = io.BytesIO()
     torch.save(obj, buf)
@@ -152,7 +152,7 @@ def test_a_valid_file_with_odd_contents_is_a_one_line_error(tmp_path, contents):
 
 
 def test_odd_steps_are_refused(saved, tmp_path):
-    from zero.checkpoint import weights_sha256
+    from zero.net.checkpoint import weights_sha256
 
     net, _, _ = saved
     state = {k: v.clone() for k, v in net.state_dict().items()}
@@ -183,7 +183,7 @@ def test_weights_that_are_not_finite_are_refused(saved, tmp_path, monkeypatch):
     with pytest.raises(CheckpointError, match="not finite"):
         save_checkpoint(tmp_path / "nan.pt", net=net, net_config=TINY, step=1)
     assert not (tmp_path / "nan.pt").exists()
-    monkeypatch.setattr("zero.checkpoint._check_finite", lambda *args: None, raising=False)
+    monkeypatch.setattr("zero.net.checkpoint._check_finite", lambda *args: None, raising=False)
     path = save_checkpoint(tmp_path / "nan.pt", net=net, net_config=TINY, step=1)
     monkeypatch.undo()
     with pytest.raises(CheckpointError, match="nan.pt: the network's weights are not finite"):

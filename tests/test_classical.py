@@ -11,12 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zero import classical_kernels as ck
-from zero import classical_reference as ref
-from zero.classical import DEFAULT_EVAL, ClassicalEval, ClassicalPlayer, EvalFileError, features_of, load_eval
-from zero.egdb_build import ensure_built
-from zero.game import Game, Position
-from zero.notation import fen_to_position
+from zero.endgames.egdb_build import ensure_built
+from zero.rules.game import Game, Position
+from zero.rules.notation import fen_to_position
+from zero.yardsticks import classical_kernels as ck
+from zero.yardsticks import classical_reference as ref
+from zero.yardsticks.classical import (
+    DEFAULT_EVAL, ClassicalEval, ClassicalPlayer, EvalFileError, features_of, load_eval,
+)
 from positions import ENDGAMES as BASE_ENDGAMES, random_position
 
 EVAL = load_eval()
@@ -170,7 +172,7 @@ def test_the_player_finds_the_quickest_win_and_plays_a_forced_move_at_once(egdb4
 
 
 def test_a_move_back_to_a_position_of_the_game_scores_as_a_draw():
-    from zero.classical import repetitions
+    from zero.yardsticks.classical import repetitions
 
     game = Game(start=fen_to_position("B:W12,K29:BK1,K3"))
     for move in ("1-6", "29-25", "6-1", "25-29"):
@@ -235,8 +237,8 @@ def test_the_shipped_weights_load():
 
 
 def test_the_shipped_weights_were_fitted_on_the_data_folders_oca():
-    from zero.config import file_sha256
-    from zero.data import data_file
+    from zero.run.config import file_sha256
+    from zero.run.data import data_file
 
     oca = data_file("OCA_2.0.pdn")
     if oca is None:
@@ -292,8 +294,8 @@ def test_an_unreadable_or_missing_weights_file_is_refused_with_one_line(tmp_path
 
 def _small_pdn(path, games: int = 40) -> None:
     """Games of two alpha-beta players from random openings, with their results, as PDN."""
-    from zero.pdn import write_game
-    from zero.players import AlphaBetaPlayer
+    from zero.corpus.pdn import write_game
+    from zero.yardsticks.players import AlphaBetaPlayer
 
     texts = []
     for k in range(games):
@@ -310,7 +312,7 @@ def _small_pdn(path, games: int = 40) -> None:
 
 
 def test_the_fit_writes_a_file_the_engine_loads(tmp_path):
-    from train.classical_fit import accuracy, fit_and_write, fit_logistic, log_loss
+    from train.learner.classical_fit import accuracy, fit_and_write, fit_logistic, log_loss
 
     # The logistic fit recovers a known model.
     rng = np.random.default_rng(0)
@@ -332,7 +334,7 @@ def test_the_fit_writes_a_file_the_engine_loads(tmp_path):
 
 
 def test_the_fit_command(tmp_path, capsys):
-    from play.cli import main
+    from play.cli.main import main
 
     pdn = tmp_path / "games.pdn"
     _small_pdn(pdn, 12)
@@ -348,9 +350,9 @@ def test_the_fit_command(tmp_path, capsys):
 
 
 def test_the_spec_parses_and_plays_a_match():
-    from train.match import play_match
-    from train.player_specs import PlayerSpecError, make_player
-    from zero.openings import Opening
+    from train.arena.match import play_match
+    from train.arena.player_specs import PlayerSpecError, make_player
+    from zero.corpus.openings import Opening
 
     a = make_player("classical:2", seed=1)
     assert isinstance(a, ClassicalPlayer) and a.name == "classical:2" and a.egdb is not None

@@ -18,9 +18,9 @@ pytest.importorskip("ray", reason="the cluster tests need Ray: pip install -e \"
 
 from processes import OutputReader, reaped, wait_until  # noqa: E402
 from test_loop import TINY_CONFIG, check_invariants, committed_games, trainer_step  # noqa: E402
-from zero.checkpoint import save_checkpoint  # noqa: E402
-from zero.data import data_file  # noqa: E402
-from zero.network import NetworkConfig, PolicyValueNet  # noqa: E402
+from zero.net.checkpoint import save_checkpoint  # noqa: E402
+from zero.net.network import NetworkConfig, PolicyValueNet  # noqa: E402
+from zero.run.data import data_file  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from zero import config
-from zero.config import atomic_write_bytes
+from zero.run import config
+from zero.run.config import atomic_write_bytes
 
 
 def disk_full(*_args) -> None:
@@ -46,7 +46,7 @@ def test_write_replaces_whole_file(tmp_path):
 
 
 def test_leftover_temporary_files_are_removed_and_nothing_else(tmp_path):
-    from zero.config import atomic_write_bytes, remove_leftover_temp_files
+    from zero.run.config import atomic_write_bytes, remove_leftover_temp_files
 
     atomic_write_bytes(tmp_path / "status" / "trainer.json", b"{}")
     leftovers = [tmp_path / ".ratings.json.tmp-4242", tmp_path / "checkpoints" / ".best.json.tmp-7"]

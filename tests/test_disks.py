@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from disks import files_below, fill, read_only, small_disk
-from selfplay.random_records import random_game_record
-from selfplay.reanalysis_store import ReanalysisWriter
-from selfplay.replay_buffer import ReplayWriter
+from selfplay.replay.random_records import random_game_record
+from selfplay.replay.reanalysis_store import ReanalysisWriter
+from selfplay.replay.replay_buffer import ReplayWriter
 from test_loop import tiny_loop
-from zero.checkpoint import load_checkpoint
-from zero.config import TEMP_MARK, disk_problem
-from zero.data import data_file
-from zero.pdn import PdnGame, read_pdn_text
-from zero.rundir import RUN_ID_FILE, RunDir
+from zero.corpus.pdn import PdnGame, read_pdn_text
+from zero.net.checkpoint import load_checkpoint
+from zero.run.config import TEMP_MARK, disk_problem
+from zero.run.data import data_file
+from zero.run.rundir import RUN_ID_FILE, RunDir
 
 
 def checkers_zero(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 from numba import njit
 
-from play.cli import main
-from zero import egdb
-from zero.data import data_file
-from zero.egdb import DRAW, LOSS, WIN, EgdbFileError, Probe, layout, load, position_index, slice_path
-from zero.egdb_build import build, count_disagreements, decode_position, ensure_built
-from zero.game import Game, Move, Position, RulesConfig, Termination
-from zero.notation import fen_to_position, resolve_move
-from zero.reference import reference_moves, reference_play
+from play.cli.main import main
+from zero.endgames import egdb
+from zero.endgames.egdb import DRAW, LOSS, WIN, EgdbFileError, Probe, layout, load, position_index, slice_path
+from zero.endgames.egdb_build import build, count_disagreements, decode_position, ensure_built
+from zero.rules.game import Game, Move, Position, RulesConfig, Termination
+from zero.rules.notation import fen_to_position, resolve_move
+from zero.rules.reference import reference_moves, reference_play
+from zero.run.data import data_file
 
 BRUTE_PIECES = 3
 
@@ -50,7 +50,7 @@ def _positions(pieces: int):
 
 
 def _brute_force(pieces: int) -> dict[tuple[int, int, int, bool], tuple[int, int]]:
-    """(value, distance) of every position, both sides to move, by the rules of zero.reference: a position
+    """(value, distance) of every position, both sides to move, by the rules of zero.rules.reference: a position
     with no move is lost in 0; settled one ply at a time, a position wins at d when a child is lost at d-1
     and loses at d when every child is won and the last was settled at d-1; never settled is a draw."""
     nodes = [(b, w, k, btm) for btm in (True, False) for b, w, k in _positions(pieces)]

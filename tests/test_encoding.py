@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from zero.encoding import (
+from zero.net.encoding import (
     NUM_ACTIONS, NUM_PLANES, PLANE_NO_PROGRESS, PLANE_OPP_KINGS, PLANE_OPP_MEN, PLANE_OWN_KINGS, PLANE_OWN_MEN,
     PLANE_PLAYABLE, PLANE_REPETITION, action_index, action_squares, count_shared_moves, encode, encode_batch,
     fill_legal_mask, legal_action_array, legal_actions, legal_logit_gaps, legal_policy, move_action, planes_board,
 )
-from zero.bitboard import square_rc
-from zero.game import Game, Move, Position
-from zero.movegen import new_move_buffer
-from zero.notation import fen_to_position
-from zero.reference import reference_moves, square_to_rc
+from zero.rules.bitboard import square_rc
+from zero.rules.game import Game, Move, Position
+from zero.rules.movegen import new_move_buffer
+from zero.rules.notation import fen_to_position
+from zero.rules.reference import reference_moves, square_to_rc
 
 # A black king on 17 can take 22 and 23 or 14 and 23 (via 26 or via 10) and land on 28 both ways.
 SHARED_FEN = "B:W14,15,18,22,23,24,27:BK17"
@@ -107,7 +107,7 @@ def test_counter_planes():
     for text in ["1-5", "32-28", "5-1", "28-32"]:
         game.play(next(m for m in game.legal_moves() if str(m) == text))
     assert game.repetitions() == 2
-    from zero.encoding import encode_game
+    from zero.net.encoding import encode_game
     x = encode_game(game)
     assert np.all(x[PLANE_REPETITION] == 1) and np.all(x[PLANE_NO_PROGRESS] == 4 / 80)
 
@@ -148,7 +148,7 @@ def test_shared_action_is_counted_and_its_prior_split():
 
 def legal_logit_gap_twin(planes: np.ndarray, logits: np.ndarray) -> float:
     """legal_logit_gaps read plainly: the board from the planes square by square, its moves from the plain
-    rules (zero.reference) as if the side to move were Black, one logit per distinct from-to action."""
+    rules (zero.rules.reference) as if the side to move were Black, one logit per distinct from-to action."""
     def on(plane: int) -> int:
         return sum(1 << (s - 1) for s in range(1, 33) if planes[plane][square_to_rc(s)] == 1.0)
 

@@ -11,19 +11,19 @@ import numpy as np
 import pytest
 import torch
 
-from play.cli import main
-from selfplay.replay_buffer import ReplayReader, ReplayWriter
-from selfplay.random_records import random_game_record
-from train.learning import Samples
-from train.pretrain_dataset import RESULT_OF_PDN
-from train.ratings import PlayerInfo, RatingsTable, format_table
-from zero.egdb import DRAW, LOSS, UNKNOWN, WIN
-from zero.egdb_build import ensure_built
-from zero.endgame_judge import EndgameMistakes, is_mistake, judge_game
-from zero.checkpoint import save_checkpoint
-from zero.game import Position
-from zero.network import NetworkConfig, PolicyValueNet
-from zero.pdn import read_pdn
+from play.cli.main import main
+from selfplay.replay.random_records import random_game_record
+from selfplay.replay.replay_buffer import ReplayReader, ReplayWriter
+from train.arena.ratings import PlayerInfo, RatingsTable, format_table
+from train.learner.learning import Samples
+from train.learner.pretrain_dataset import RESULT_OF_PDN
+from zero.corpus.pdn import read_pdn
+from zero.endgames.egdb import DRAW, LOSS, UNKNOWN, WIN
+from zero.endgames.egdb_build import ensure_built
+from zero.endgames.endgame_judge import EndgameMistakes, is_mistake, judge_game
+from zero.net.checkpoint import save_checkpoint
+from zero.net.network import NetworkConfig, PolicyValueNet
+from zero.rules.game import Position
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
 
@@ -241,7 +241,7 @@ def test_database_values_replace_a_teachers_distribution_too(db):
 
 
 def test_self_play_adjudicates_at_the_first_database_position(db, tmp_path):
-    from selfplay.actor import Actor, SelfPlayConfig
+    from selfplay.actors.actor import Actor, SelfPlayConfig
 
     net = _tiny_network(tmp_path / "checkpoints" / "tiny.pt")
     (tmp_path / "checkpoints" / "best.json").write_text(json.dumps({"path": str(net), "name": "tiny", "step": 1}))

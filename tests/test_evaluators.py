@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from counting import Counting
-from selfplay.analysis import analyse
-from selfplay.answer_table import WAYS, ReferenceAnswerTable
-from selfplay.evaluators import CachedEvaluator, HashEvaluator
-from selfplay.search import SearchConfig
-from zero.encoding import encode
-from zero.game import Game, Position
+from selfplay.tree_search.analysis import analyse
+from selfplay.tree_search.answer_table import WAYS, ReferenceAnswerTable
+from selfplay.tree_search.evaluators import CachedEvaluator, HashEvaluator
+from selfplay.tree_search.search import SearchConfig
+from zero.net.encoding import encode
+from zero.rules.game import Game, Position
 
 
 def positions(n: int) -> np.ndarray:

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from counting import ClockedEvaluator
-from selfplay.analysis import SINGLE_GAME_LEAVES, GameSearch, analyse, best_move
-from selfplay.evaluators import HashEvaluator, UniformEvaluator
-from selfplay.search import RootChildren, SearchConfig, warm_up
-from selfplay.time_manager import GameClock, Instability, MoveTime, TimeManager, decided, move_time
-from zero.encoding import move_action
-from zero.game import Game
-from zero.notation import resolve_move
+from selfplay.tree_search.analysis import SINGLE_GAME_LEAVES, GameSearch, analyse, best_move
+from selfplay.tree_search.evaluators import HashEvaluator, UniformEvaluator
+from selfplay.tree_search.search import RootChildren, SearchConfig, warm_up
+from selfplay.tree_search.time_manager import GameClock, Instability, MoveTime, TimeManager, decided, move_time
+from zero.net.encoding import move_action
+from zero.rules.game import Game
+from zero.rules.notation import resolve_move
 
 
 class _BatchLog:
@@ -118,7 +118,7 @@ class _SlowFirstCall:
 def _calls_at_first_timed_step(monkeypatch, module, slow: _SlowFirstCall) -> list[int]:
     """Cold search kernels, and a record of how many calls `slow` had had when the search that `module`
     makes (not warm_up's) took its first step."""
-    import selfplay.search as search_module
+    import selfplay.tree_search.search as search_module
 
     monkeypatch.setattr(search_module, "_warmed_up", False)
     record: list[int] = []
@@ -137,8 +137,8 @@ def test_the_first_search_on_the_clock_gets_its_time(monkeypatch, capsys):
     """The kernels are compiled and the evaluator warmed before the clock starts, with a message while that
     takes long: the slow first call comes before the timed search's first step (before, it was that step,
     and the move's time was gone)."""
-    import selfplay.analysis as analysis_module
-    import selfplay.search as search_module
+    import selfplay.tree_search.analysis as analysis_module
+    import selfplay.tree_search.search as search_module
 
     monkeypatch.setattr(search_module, "WARM_UP_NOTICE_SECONDS", 0.1)
     slow = _SlowFirstCall(2.0)
@@ -152,13 +152,13 @@ def test_the_first_search_on_the_clock_gets_its_time(monkeypatch, capsys):
 
 
 def test_a_match_player_on_the_clock_is_warmed_before_its_first_move(monkeypatch):
-    import selfplay.analysis as analysis_module
-    from train.match import NetworkPlayer, play_match
-    from zero.openings import Opening
-    from zero.players import RandomPlayer
+    import selfplay.tree_search.analysis as analysis_module
+    from train.arena.match import NetworkPlayer, play_match
+    from zero.corpus.openings import Opening
+    from zero.yardsticks.players import RandomPlayer
 
     slow = _SlowFirstCall(0.3)
-    # Its games are searched by GameSearch (selfplay.analysis), where the warm-up is checked.
+    # Its games are searched by GameSearch (selfplay.tree_search.analysis), where the warm-up is checked.
     calls_at_first_step = _calls_at_first_timed_step(monkeypatch, analysis_module, slow)
     player = NetworkPlayer("clock", slow, None, SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES), seconds=0.05)
     play_match(player, RandomPlayer(0), [Opening("start", ())], games=1)
@@ -347,7 +347,7 @@ class _Overlap:
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_a_search_with_threads_keeps_that_many_network_calls_in_flight_and_a_whole_tree(threads):
-    from selfplay import mcts
+    from selfplay.tree_search import mcts
 
     evaluator = _Overlap()
     search = GameSearch(evaluator, SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES, threads=threads))
@@ -369,8 +369,8 @@ def test_a_search_with_threads_keeps_that_many_network_calls_in_flight_and_a_who
 
 def test_a_search_with_threads_finds_the_shot_one_thread_finds():
     """7-10 gives a man to take two back (tests/test_players.py): found alike with calls in flight."""
-    from selfplay.evaluators import MaterialEvaluator
-    from zero.notation import fen_to_position
+    from selfplay.tree_search.evaluators import MaterialEvaluator
+    from zero.rules.notation import fen_to_position
 
     game = Game(start=fen_to_position("B:W12,14,15,29:B2,7,13"))
     for threads in (1, 2):

@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from train.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_gating_log
-from train.ratings import RatingsTable
-from train.sprt import SprtConfig
-from zero.checkpoint import save_checkpoint
-from zero.network import NetworkConfig, PolicyValueNet
-from zero.rundir import RunDir
+from train.arena.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_gating_log
+from train.arena.ratings import RatingsTable
+from train.arena.sprt import SprtConfig
+from zero.net.checkpoint import save_checkpoint
+from zero.net.network import NetworkConfig, PolicyValueNet
+from zero.run.rundir import RunDir
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
 
@@ -124,7 +124,7 @@ def test_an_interrupted_gate_resumes_game_by_game_and_is_taken_before_newer_cand
 
 def _interrupted_gate(setup, pairs: int, games: int) -> tuple[Gatekeeper, str]:
     """The gatekeeper of a gate capped at `pairs` pairs, stopped after `games` games, and the status then."""
-    from train.loop import format_status, status_snapshot
+    from train.loop.driver import format_status, status_snapshot
 
     run, cfg, (best, candidate) = setup
     run.write_best(best, 100, "test")
@@ -140,7 +140,7 @@ def _interrupted_gate(setup, pairs: int, games: int) -> tuple[Gatekeeper, str]:
 
 def test_the_status_line_shows_the_match_in_progress(setup):
     # Before: the status line said nothing of a match until it was decided, minutes later.
-    from train.loop import format_status, status_snapshot
+    from train.loop.driver import format_status, status_snapshot
 
     run = setup[0]
     keeper, line = _interrupted_gate(setup, pairs=3, games=2)
@@ -171,7 +171,7 @@ def test_a_gating_decision_is_a_log_line_of_its_own():
 
 def test_status_lines_stay_short_with_everything_going_on():
     # Before: one line of about 300 characters.
-    from train.loop import format_status
+    from train.loop.driver import format_status
 
     snap = {"games": 123456, "positions": 12345678,
             "trainer": {"step": 1234567, "loss": 2.3456, "reanalysed_share": 0.4375},
@@ -189,7 +189,7 @@ def test_status_lines_stay_short_with_everything_going_on():
 def test_the_status_line_gives_the_pairs_the_sprt_has_counted_and_no_llr_before_it_judges():
     # Before: "game 70/288 +22=26-22, LLR 270.14 in (-2.94, 2.94)": an LLR from 3 pairs (the rest waiting for
     # an early opening's game, pairs count in ballot order), far outside bounds it was not yet judged by.
-    from train.loop import format_status
+    from train.loop.driver import format_status
 
     gate = {"match": "gate-candidate-0040600-vs-candidate-0039400", "games": 70, "of": 288, "wins": 22,
             "draws": 26, "losses": 22, "pairs": 3, "min_pairs": 10, "llr": 270.14, "llr_bounds": [-2.94, 2.94]}
@@ -225,8 +225,8 @@ def test_candidates_gating_is_done_with_are_removed(setup):
 
 
 def test_only_rejected_and_skipped_candidates_are_pruned(setup):
-    from train.gating import _append_gating_log
-    from zero.quantized import cache_path
+    from train.arena.gating import _append_gating_log
+    from zero.net.quantized import cache_path
 
     run, cfg, (first, second) = setup
     paths = {step: run.candidate(step) for step in (300, 400, 500)}

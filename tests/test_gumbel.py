@@ -1,4 +1,4 @@
-"""Gumbel AlphaZero (selfplay.gumbel): completed Q-values, the improved target on values worked out by hand
+"""Gumbel AlphaZero (selfplay.tree_search.gumbel): completed Q-values, the improved target on values worked out by hand
 and on a position whose move values are known, the network's priors without noise; the root searched by
 sequential halving, its phases on known values, and the numba search held to the plain-Python one."""
 
@@ -9,14 +9,14 @@ import math
 import numpy as np
 import pytest
 
-from selfplay.evaluators import HashEvaluator, UniformEvaluator
-from selfplay.gumbel import (C_SCALE, C_VISIT, GumbelRoot, SequentialHalving, completed_q, improved_policy,
+from selfplay.tree_search.evaluators import HashEvaluator, UniformEvaluator
+from selfplay.tree_search.gumbel import (C_SCALE, C_VISIT, GumbelRoot, SequentialHalving, completed_q, improved_policy,
                              improved_policy_target, sigma)
-from selfplay.reference_mcts import ReferenceMcts
-from selfplay.search import BatchedSearch, RootChildren, RootNoise, SearchConfig, visit_policy
-from zero.encoding import move_action
-from zero.game import Game
-from zero.notation import fen_to_position, resolve_move
+from selfplay.tree_search.reference_mcts import ReferenceMcts
+from selfplay.tree_search.search import BatchedSearch, RootChildren, RootNoise, SearchConfig, visit_policy
+from zero.net.encoding import move_action
+from zero.rules.game import Game
+from zero.rules.notation import fen_to_position, resolve_move
 
 
 def _children(visits, value_sum, proven=None) -> RootChildren:

@@ -8,15 +8,16 @@ import numpy as np
 import pytest
 import torch
 
-from selfplay.random_records import random_game_record
-from selfplay.replay_buffer import ReplayReader, ReplayWriter
-from train import learning
-from train.learning import (HeadWeights, Learner, OptimConfig, Samples, losses, make_optimizer, samples_from_replay,
-                            uses_bf16)
-from train.pretrain_dataset import build_dataset, open_dataset
+from selfplay.replay.random_records import random_game_record
+from selfplay.replay.replay_buffer import ReplayReader, ReplayWriter
+from train.learner import learning
+from train.learner.learning import (
+    HeadWeights, Learner, OptimConfig, Samples, losses, make_optimizer, samples_from_replay, uses_bf16,
+)
+from train.learner.pretrain_dataset import build_dataset, open_dataset
 from training_data import EXPERT_PDN, TINY
-from zero.checkpoint import load_checkpoint, save_checkpoint, weights_sha256
-from zero.network import PolicyValueNet
+from zero.net.checkpoint import load_checkpoint, save_checkpoint, weights_sha256
+from zero.net.network import PolicyValueNet
 
 
 @pytest.fixture

@@ -21,15 +21,15 @@ import pytest
 import torch
 
 from processes import interrupt, reaped, wait_until
-from selfplay.reanalysis_store import FreshTargets, check_reanalysis
-from selfplay.replay_buffer import ReplayReader, split_game_id
-from train.gating import read_gating_log
-from zero.rundir import RunDir
-from train.ratings import RatingsTable
-from zero.checkpoint import load_checkpoint, save_checkpoint
-from zero.data import data_file
-from zero.network import NetworkConfig, PolicyValueNet
-from zero.pdn import PdnGame, read_pdn_text
+from selfplay.replay.reanalysis_store import FreshTargets, check_reanalysis
+from selfplay.replay.replay_buffer import ReplayReader, split_game_id
+from train.arena.gating import read_gating_log
+from train.arena.ratings import RatingsTable
+from zero.corpus.pdn import PdnGame, read_pdn_text
+from zero.net.checkpoint import load_checkpoint, save_checkpoint
+from zero.net.network import NetworkConfig, PolicyValueNet
+from zero.run.data import data_file
+from zero.run.rundir import RunDir
 
 pytestmark = pytest.mark.slow
 
@@ -212,8 +212,8 @@ def test_a_reanalyser_feeds_the_trainer_and_survives_a_kill(tmp_path):
 def test_the_gpu_configuration_runs_on_the_cpu(tmp_path):
     """What a GPU user's first loop runs, all but CUDA itself: the GPU's games in flight and leaves per tree,
     two actors, the trainer's GPU batch size, and bf16 autocast in self-play and in training."""
-    from selfplay.actor import SelfPlayConfig
-    from train.trainer import TrainerConfig
+    from selfplay.actors.actor import SelfPlayConfig
+    from train.learner.trainer import TrainerConfig
 
     gpu_selfplay = SelfPlayConfig().sized_for(cuda=True)
     gpu_trainer = TrainerConfig().sized_for(cuda=True)
@@ -241,7 +241,7 @@ def test_the_gpu_configuration_runs_on_the_cpu(tmp_path):
 
 def test_the_runs_clock_goes_on_across_sessions(tmp_path):
     # Before: the minute counter restarted at 0 when a run was resumed.
-    from train.loop import record_run_minutes, run_minutes
+    from train.loop.driver import record_run_minutes, run_minutes
 
     assert run_minutes(tmp_path) == 0.0
     record_run_minutes(tmp_path, 0.0, time.time() - 90)  # a first session of a minute and a half
@@ -251,8 +251,8 @@ def test_the_runs_clock_goes_on_across_sessions(tmp_path):
 
 
 def test_status_line_gives_the_best_networks_rating_against_the_reference_yardstick(tmp_path):
-    from train.loop import format_status, status_snapshot
-    from train.ratings import ANCHOR, REFERENCE, PlayerInfo
+    from train.arena.ratings import ANCHOR, REFERENCE, PlayerInfo
+    from train.loop.driver import format_status, status_snapshot
 
     checkpoint = tmp_path / "checkpoints" / "candidate-0000400.pt"
     RunDir(tmp_path).write_best(checkpoint, 400, "test")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from selfplay.actor import SelfPlayConfig, actors_for_machine
-from train.cluster import cluster_actors, placement
+from selfplay.actors.actor import SelfPlayConfig, actors_for_machine
+from train.loop.cluster import cluster_actors, placement
 
 
 def test_auto_device_keeps_the_cpu_sizing_without_cuda_and_takes_the_gpu_sizing_with_it():

@@ -6,15 +6,15 @@ import math
 
 import pytest
 
-from zero.data import data_file
-from zero.game import Game, Position, RulesConfig, Termination
-from selfplay.evaluators import HashEvaluator
-from train.match import (
+from selfplay.tree_search.evaluators import HashEvaluator
+from zero.rules.game import Game, Position, RulesConfig, Termination
+from zero.run.data import data_file
+from train.arena.match import (
     IllegalMoveError, MatchGame, MatchResult, elo_from_score, match_schedule, play_match, score_statistics,
 )
-from train.match_cli import add_arguments, run
-from zero.openings import BallotError, Opening, load_openings
-from zero.players import AlphaBetaPlayer, RandomPlayer, SearchingPlayer
+from train.cli.match import add_arguments, run
+from zero.corpus.openings import BallotError, Opening, load_openings
+from zero.yardsticks.players import AlphaBetaPlayer, RandomPlayer, SearchingPlayer
 
 OPENINGS = [Opening("9-13 21-17 5-9", ("9-13", "21-17", "5-9")), Opening("11-15 23-19 8-11", ("11-15", "23-19", "8-11"))]
 
@@ -203,7 +203,7 @@ def test_mini_match_counts_from_a_view():
 def test_match_command_writes_pdn_that_reads_back(tmp_path, capsys):
     import argparse
 
-    pdn = pytest.importorskip("zero.pdn")
+    pdn = pytest.importorskip("zero.corpus.pdn")
     ballot = tmp_path / "ballot.txt"
     ballot.write_text("\n".join(" ".join(o.moves) for o in OPENINGS) + "\n")
     out = tmp_path / "m.pdn"
@@ -242,7 +242,7 @@ def test_match_pdn_lists_the_games_in_round_order(tmp_path, capsys):
     # Before: the PDN listed the games in the order they finished (here rounds 3, 4, 1, 2).
     import argparse
 
-    from zero.pdn import read_pdn
+    from zero.corpus.pdn import read_pdn
 
     ballot = tmp_path / "ballot.pdn"
     # The second opening is over before a move (White has none): its two games end first.
@@ -325,9 +325,9 @@ class _TickingEvaluator:
 
 
 def test_network_players_times_a_move_on_the_clock_and_in_lockstep():
-    from selfplay.analysis import SINGLE_GAME_LEAVES
-    from selfplay.search import SearchConfig
-    from train.match import NetworkPlayer
+    from selfplay.tree_search.analysis import SINGLE_GAME_LEAVES
+    from selfplay.tree_search.search import SearchConfig
+    from train.arena.match import NetworkPlayer
 
     clock = _FakeClock()
     timed = NetworkPlayer("timed", _TickingEvaluator(clock), None, SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES),
@@ -344,10 +344,10 @@ def test_network_players_times_a_move_on_the_clock_and_in_lockstep():
 
 
 def test_a_player_on_a_game_clock_spends_what_its_moves_save_and_no_more():
-    from selfplay.analysis import SINGLE_GAME_LEAVES
-    from selfplay.search import SearchConfig
-    from selfplay.time_manager import GameClock
-    from train.match import NetworkPlayer
+    from selfplay.tree_search.analysis import SINGLE_GAME_LEAVES
+    from selfplay.tree_search.search import SearchConfig
+    from selfplay.tree_search.time_manager import GameClock
+    from train.arena.match import NetworkPlayer
 
     clock = _FakeClock()
     game_clock = GameClock(0.05, 0.01)
@@ -367,10 +367,10 @@ def test_a_player_on_a_game_clock_spends_what_its_moves_save_and_no_more():
 
 
 def test_a_player_on_a_game_clock_spends_it_as_its_own_time_manager_says():
-    from selfplay.analysis import SINGLE_GAME_LEAVES
-    from selfplay.search import SearchConfig
-    from selfplay.time_manager import GameClock, TimeManager
-    from train.match import NetworkPlayer
+    from selfplay.tree_search.analysis import SINGLE_GAME_LEAVES
+    from selfplay.tree_search.search import SearchConfig
+    from selfplay.tree_search.time_manager import GameClock, TimeManager
+    from train.arena.match import NetworkPlayer
 
     def longest_move(manager: TimeManager) -> float:
         clock = _FakeClock()
@@ -390,12 +390,12 @@ def test_a_player_on_a_game_clock_spends_it_as_its_own_time_manager_says():
 
 
 def test_a_player_with_a_database_spends_its_bank_before_the_database_plays():
-    from selfplay.analysis import SINGLE_GAME_LEAVES
-    from selfplay.search import SearchConfig
-    from selfplay.time_manager import GameClock, TimeManager
-    from train.match import NetworkPlayer
-    from zero.egdb_build import ensure_built
-    from zero.notation import fen_to_position
+    from selfplay.tree_search.analysis import SINGLE_GAME_LEAVES
+    from selfplay.tree_search.search import SearchConfig
+    from selfplay.tree_search.time_manager import GameClock, TimeManager
+    from train.arena.match import NetworkPlayer
+    from zero.endgames.egdb_build import ensure_built
+    from zero.rules.notation import fen_to_position
 
     database = ensure_built(3)
     # Eight pieces: five above the database's size, so about five moves left to spend the bank on.

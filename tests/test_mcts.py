@@ -8,17 +8,17 @@ import csv
 import numpy as np
 import pytest
 
-from selfplay import mcts
-from selfplay.answer_table import WAYS, ReferenceAnswerTable
-from selfplay.evaluators import CachedEvaluator, HashEvaluator, MaterialEvaluator, UniformEvaluator
-from selfplay.reference_mcts import ReferenceMcts
-from selfplay.analysis import Proven, analyse, best_move
-from selfplay.search import BatchedSearch, RootChildren, RootNoise, SearchConfig, choose_move, visit_policy
-from zero.data import data_file
-from zero import movegen
-from zero.game import Game, RulesConfig, Termination
-from zero.players import AlphaBetaPlayer, material
-from zero.notation import fen_to_position, resolve_move
+from selfplay.tree_search import mcts
+from selfplay.tree_search.analysis import Proven, analyse, best_move
+from selfplay.tree_search.answer_table import WAYS, ReferenceAnswerTable
+from selfplay.tree_search.evaluators import CachedEvaluator, HashEvaluator, MaterialEvaluator, UniformEvaluator
+from selfplay.tree_search.reference_mcts import ReferenceMcts
+from selfplay.tree_search.search import BatchedSearch, RootChildren, RootNoise, SearchConfig, choose_move, visit_policy
+from zero.rules import movegen
+from zero.rules.game import Game, RulesConfig, Termination
+from zero.rules.notation import fen_to_position, resolve_move
+from zero.run.data import data_file
+from zero.yardsticks.players import AlphaBetaPlayer, material
 
 
 def _random_game(rng: np.random.Generator, plies: int) -> Game:
@@ -554,7 +554,7 @@ def test_forced_positions_cost_no_network_call():
 
 @pytest.fixture(scope="module")
 def four_pieces(tmp_path_factory):
-    from zero.egdb_build import ensure_built
+    from zero.endgames.egdb_build import ensure_built
 
     return ensure_built(4, tmp_path_factory.mktemp("egdb"))
 
@@ -625,7 +625,7 @@ def test_database_leaves_are_a_setting(four_pieces):
     assert [(str(s.move), s.visits) for s in plain.moves] != [(str(s.move), s.visits) for s in used.moves]
     assert [(str(s.move), s.visits) for s in plain.moves] == [(str(s.move), s.visits) for s in unused.moves]
     # At the root, GameSearch plays the database's best move whatever the search found.
-    from selfplay.analysis import GameSearch
+    from selfplay.tree_search.analysis import GameSearch
 
     at_root = GameSearch(HashEvaluator(seed=2), egdb=four_pieces).analyse(game, simulations=30)
     assert str(best_move(at_root)) == "23-19" and str(at_root.proven) == "database win in 61"
@@ -651,8 +651,8 @@ _DIVERGED_SEARCH = """
 import sys
 sys.path.insert(0, sys.argv[1])
 from test_mcts import _DivergedEvaluator
-from selfplay.search import BatchedSearch, SearchConfig
-from zero.game import Game
+from selfplay.tree_search.search import BatchedSearch, SearchConfig
+from zero.rules.game import Game
 search = BatchedSearch(1, SearchConfig(leaves_per_tree=3), capacity=20_000)
 search.set_root(0, Game())
 search.start(0, 200)

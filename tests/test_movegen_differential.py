@@ -12,9 +12,9 @@ from collections import Counter
 
 import pytest
 
-from zero import movegen
-from zero.game import Move, Position
-from zero.reference import reference_moves, reference_play
+from zero.rules import movegen
+from zero.rules.game import Move, Position
+from zero.rules.reference import reference_moves, reference_play
 
 BLACK_CROWN_ROW = 0xF0000000  # squares 29-32
 WHITE_CROWN_ROW = 0x0000000F  # squares 1-4

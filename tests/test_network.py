@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from zero.encoding import NUM_ACTIONS, NUM_PLANES, encode, legal_actions
-from zero.bitboard import square_rc
-from zero.game import Game, Position
-from zero.inference import Evaluator, PolicyPlayer
-from zero.network import NetworkConfig, PolicyValueNet
+from zero.net.encoding import NUM_ACTIONS, NUM_PLANES, encode, legal_actions
+from zero.net.inference import Evaluator, PolicyPlayer
+from zero.net.network import NetworkConfig, PolicyValueNet
+from zero.rules.bitboard import square_rc
+from zero.rules.game import Game, Position
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=16)
 
@@ -74,9 +74,9 @@ def test_policy_player_plays_the_argmax_legal_move():
 def test_onnxruntime_answers_as_torch_does_on_the_shipped_network():
     # The CPU backend chosen by default must not change a single search: its outputs equal torch eager's.
     pytest.importorskip("onnxruntime", reason="onnxruntime not installed")
-    from selfplay.random_records import random_game_record
-    from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-    from zero.encoding import encode_batch
+    from selfplay.replay.random_records import random_game_record
+    from zero.net.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+    from zero.net.encoding import encode_batch
 
     net = load_checkpoint(DEFAULT_CHECKPOINT).build_network()
     fast, eager = Evaluator(net, "cpu"), Evaluator(net, "cpu", backend="torch")
@@ -95,8 +95,8 @@ def test_onnxruntime_answers_as_torch_does_on_the_shipped_network():
 
 def test_bfloat16_runs_torch_under_autocast_on_the_cpu_close_to_float32():
     # The GPU's arithmetic, rehearsed on the CPU: torch under bf16 autocast, near float32's answers.
-    from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-    from zero.notation import fen_to_position
+    from zero.net.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+    from zero.rules.notation import fen_to_position
 
     net = load_checkpoint(DEFAULT_CHECKPOINT).build_network()
     bf16, f32 = Evaluator(net, "cpu", precision="bfloat16"), Evaluator(net, "cpu", backend="torch")

@@ -15,10 +15,12 @@ import pytest
 pytest.importorskip("obstore", reason="the object-store tests need the cluster extra: pip install -e \".[cluster]\"")
 moto_server = pytest.importorskip("moto.server", reason="the object-store tests need moto: pip install -e \".[dev]\"")
 
-from selfplay.random_records import random_game_record  # noqa: E402
-from selfplay.replay_buffer import ReplayDamage, ReplayError, ReplayReader, ReplayWriter, check_store  # noqa: E402
-from zero.objectstore import Lease, LeaseError, ObjectPath  # noqa: E402
-from zero.rundir import RunDir  # noqa: E402
+from selfplay.replay.random_records import random_game_record  # noqa: E402
+from selfplay.replay.replay_buffer import (
+    ReplayDamage, ReplayError, ReplayReader, ReplayWriter, check_store  # noqa: E402,
+)
+from zero.run.objectstore import Lease, LeaseError, ObjectPath  # noqa: E402
+from zero.run.rundir import RunDir  # noqa: E402
 
 BUCKET = "checkers-zero-test"
 
@@ -109,7 +111,7 @@ def test_a_writer_whose_lease_was_taken_over_is_fenced_off_before_it_writes(tmp_
     expired = dict(json.loads(lease.read_bytes()), expires=time.time() - 1)
     import obstore
 
-    from zero.objectstore import _store
+    from zero.run.objectstore import _store
     obstore.put(_store(lease.url), lease.key, json.dumps(expired).encode())
     with ReplayWriter(tmp_path, 0, commit_positions=1) as fresh:
         assert fresh._lock.generation == 2
@@ -127,7 +129,7 @@ def test_damaged_metadata_on_an_object_store_is_refused_naming_the_object(tmp_pa
         writer.append_game(random_game_record(1, max_plies=40))
     import obstore
 
-    from zero.objectstore import _store
+    from zero.run.objectstore import _store
     meta = RunDir(tmp_path).replay_store / "actors" / "0" / "zarr.json"
     obstore.put(_store(meta.url), meta.key, b"not json")
     with pytest.raises(ReplayDamage, match=f"{url}/replay.zarr/actors/0/zarr.json"):
@@ -135,7 +137,7 @@ def test_damaged_metadata_on_an_object_store_is_refused_naming_the_object(tmp_pa
 
 
 def test_a_self_play_actor_plays_into_the_object_store_and_lets_go_of_its_lease(tmp_path, url):
-    from selfplay.actor import Actor
+    from selfplay.actors.actor import Actor
     from test_actor import _checkpoint, _config, _promote
 
     _promote(tmp_path, _checkpoint(tmp_path, "first", 10, seed=0), 10)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from zero.data import OCA_FILE, data_file
-from zero.game import Game, Position, RulesConfig
-from zero.openings import Opening
-from zero.opening_book import (
+from zero.corpus.openings import Opening
+from zero.rules.game import Game, Position, RulesConfig
+from zero.run.data import OCA_FILE, data_file
+from zero.corpus.opening_book import (
     BookFileError, book_from_pdn, build_book, ensure_book, load_book, save_book,
 )
-from zero.pdn import read_pdn_text
+from zero.corpus.pdn import read_pdn_text
 
 # Four games from the start: 11-15 twice (a win and a draw for Black), 9-13 once (a loss), 11-16 once (a
 # win); the last two meet after 9-13 22-18 11-16 by different move orders and go on differently.
@@ -123,11 +123,11 @@ def test_ensure_book_builds_from_the_data_folder_once_and_replaces_a_damaged_fil
 
 
 def test_a_match_player_plays_the_book_move_at_once_without_a_network_call():
-    from selfplay.analysis import SINGLE_GAME_LEAVES
-    from selfplay.evaluators import HashEvaluator
-    from selfplay.search import SearchConfig
-    from train.match import NetworkPlayer, play_match
-    from zero.players import RandomPlayer
+    from selfplay.tree_search.analysis import SINGLE_GAME_LEAVES
+    from selfplay.tree_search.evaluators import HashEvaluator
+    from selfplay.tree_search.search import SearchConfig
+    from train.arena.match import NetworkPlayer, play_match
+    from zero.yardsticks.players import RandomPlayer
 
     class Counting(HashEvaluator):
         calls = 0
@@ -151,7 +151,7 @@ def test_a_match_player_plays_the_book_move_at_once_without_a_network_call():
 
 
 def test_the_book_player_spec(tmp_path, monkeypatch):
-    from train.player_specs import PlayerSpecError, make_player
+    from train.arena.player_specs import PlayerSpecError, make_player
 
     path = tmp_path / "book.npz"
     save_book(_book(), path)

@@ -10,11 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from play.cli import main
-from zero.data import data_file
-from zero.game import Move, Position
-from zero.notation import fen_to_position
-from zero.pdn import MAX_LINE, MAX_PLIES, MAX_TAG, MAX_TAGS, PdnError, PdnGame, read_pdn, read_pdn_text, write_game
+from play.cli.main import main
+from zero.corpus.pdn import (
+    MAX_LINE, MAX_PLIES, MAX_TAG, MAX_TAGS, PdnError, PdnGame, read_pdn, read_pdn_text, write_game,
+)
+from zero.rules.game import Move, Position
+from zero.rules.notation import fen_to_position
+from zero.run.data import data_file
 
 
 def read_all(text: str) -> list[PdnGame | PdnError]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from play.cli import main
-from zero.data import data_file
-from zero.game import Position
-from zero.notation import INITIAL_FEN, fen_to_position
-from zero.perft import perft, read_perft_table
-from zero.reference import reference_perft
+from play.cli.main import main
+from zero.rules.game import Position
+from zero.rules.notation import INITIAL_FEN, fen_to_position
+from zero.rules.perft import perft, read_perft_table
+from zero.rules.reference import reference_perft
+from zero.run.data import data_file
 
 # Deeper counts take seconds each on a shared 2-core box; benchmarks/perft_bench.py runs them.
 MAX_TESTED_NODES = 20_000_000
@@ -109,6 +109,6 @@ def test_cli_says_whether_the_count_matches_the_published_table(capsys, monkeypa
     assert main(["perft", "--depth", "2", "--fen", "B:W6,7,14:BK2"]) == 0
     assert "no published count" in capsys.readouterr().out
     # A generator that miscounts is told so, with a failing exit code.
-    monkeypatch.setattr("zero.perft.perft", lambda pos, depth, count_paths=False, bulk=True: 12345)
+    monkeypatch.setattr("zero.cli.perft.perft", lambda pos, depth, count_paths=False, bulk=True: 12345)
     assert main(["perft", "--depth", "6"]) == 1
     assert "MISMATCH: perft.txt gives 36768" in capsys.readouterr().out

@@ -6,16 +6,16 @@ import pytest
 import torch
 
 from play.engine import Engine
-from selfplay.analysis import SINGLE_GAME_POLICY_TEMPERATURE, GameSearch
-from selfplay.evaluators import UniformEvaluator
-from selfplay.search import SearchConfig
-from train.match import NetworkPlayer, play_match
-from train.player_specs import PlayerSpecError, make_player
-from zero.checkpoint import save_checkpoint
-from zero.network import NetworkConfig, PolicyValueNet
-from zero.openings import Opening
-from zero.players import Player
-from zero.rundir import RunDir
+from selfplay.tree_search.analysis import SINGLE_GAME_POLICY_TEMPERATURE, GameSearch
+from selfplay.tree_search.evaluators import UniformEvaluator
+from selfplay.tree_search.search import SearchConfig
+from train.arena.match import NetworkPlayer, play_match
+from train.arena.player_specs import PlayerSpecError, make_player
+from zero.corpus.openings import Opening
+from zero.net.checkpoint import save_checkpoint
+from zero.net.network import NetworkConfig, PolicyValueNet
+from zero.run.rundir import RunDir
+from zero.yardsticks.players import Player
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
 
@@ -114,7 +114,7 @@ def test_mcts_on_the_clock_searches_for_its_time_a_move(tiny_checkpoint):
 
 def test_a_game_searched_alone_flattens_the_policy_and_a_fixed_search_does_not(tiny_checkpoint):
     # Players on the clock, play, analyze and serve search one game at a time with the temperature measured
-    # for that (selfplay.analysis.single_game_search); gating's and self-play's fixed searches keep 1.
+    # for that (selfplay.tree_search.analysis.single_game_search); gating's and self-play's fixed searches keep 1.
     assert SINGLE_GAME_POLICY_TEMPERATURE != 1.0
     for spec in (f"mcts:{tiny_checkpoint}:t0.1", f"mcts:{tiny_checkpoint}:t0+0.1"):
         assert make_player(spec).config.policy_temperature == SINGLE_GAME_POLICY_TEMPERATURE
@@ -126,7 +126,7 @@ def test_a_game_searched_alone_flattens_the_policy_and_a_fixed_search_does_not(t
 
 
 def test_mcts_on_a_game_clock(tiny_checkpoint):
-    from selfplay.time_manager import GameClock
+    from selfplay.tree_search.time_manager import GameClock
 
     player = make_player(f"mcts:{tiny_checkpoint}:t0+0.1", seed=1)
     assert (player.name, player.clock, player.seconds) == (f"mcts:{tiny_checkpoint}:t0+0.1", GameClock(0.0, 0.1), None)
@@ -137,7 +137,7 @@ def test_mcts_on_a_game_clock(tiny_checkpoint):
 
 
 def test_time_manager_settings_in_a_spec(tiny_checkpoint):
-    from selfplay.time_manager import TimeManager
+    from selfplay.tree_search.time_manager import TimeManager
 
     player = make_player(f"mcts:{tiny_checkpoint}:t0+0.1:moves_to_go=10:c_puct=2.0:unstable_share=0")
     assert player.time_manager == TimeManager(moves_to_go=10.0, unstable_share=0.0)

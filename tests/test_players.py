@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zero.game import Game, Position
-from zero.notation import fen_to_position
-from zero.players import (
+from zero.rules.game import Game, Position
+from zero.rules.notation import fen_to_position
+from zero.yardsticks.players import (
     KING_VALUE, MAN_VALUE, WIN_SCORE, AlphaBetaPlayer, RandomPlayer, alphabeta_search,
 )
 from positions import ENDGAMES, random_position
@@ -127,8 +127,8 @@ def test_random_player_uses_every_move():
 def test_a_search_stopped_by_its_node_budget_returns_the_best_finished_root_move():
     import numpy as np
 
-    from zero.movegen import BUFFER_ROWS, MOVE_FIELDS
-    from zero.players import MAX_CAPTURE_EXTENSION, STACK_FIELDS
+    from zero.rules.movegen import BUFFER_ROWS, MOVE_FIELDS
+    from zero.yardsticks.players import MAX_CAPTURE_EXTENSION, STACK_FIELDS
 
     pos = random_position(5, 12)
     legal = pos.legal_moves()

@@ -6,19 +6,19 @@ import numpy as np
 import pytest
 import torch
 
-from train import learning
-from train.learning import OptimConfig, lr_at
-from train.pretrain import PretrainConfig, predict, split_metrics, train
-from train.pretrain_cli import run as cli_run
-from train.pretrain_dataset import (
+from train.cli.pretrain import run as cli_run
+from train.learner import learning
+from train.learner.learning import OptimConfig, lr_at
+from train.learner.pretrain import PretrainConfig, predict, split_metrics, train
+from train.learner.pretrain_dataset import (
     SPLITS, DatasetConfig, DatasetError, PretrainDataset, build_dataset, format_summary, split_of,
 )
-from zero.checkpoint import load_checkpoint
-from play.cli import build_parser
-from zero.encoding import move_action
-from zero.game import Game
-from zero.network import NetworkConfig, PolicyValueNet
-from zero.pdn import write_game
+from play.cli.main import build_parser
+from zero.corpus.pdn import write_game
+from zero.net.checkpoint import load_checkpoint
+from zero.net.encoding import move_action
+from zero.net.network import NetworkConfig, PolicyValueNet
+from zero.rules.game import Game
 
 TINY = NetworkConfig(blocks=1, channels=16, policy_channels=8, value_channels=2, value_hidden=16)
 
@@ -70,7 +70,7 @@ def dataset(pdn_file, tmp_path_factory):
 
 
 def test_rows_match_a_replay(dataset, pdn_file):
-    from zero.pdn import PdnGame, read_pdn
+    from zero.corpus.pdn import PdnGame, read_pdn
 
     data, summary = dataset
     games = [g for g in read_pdn(pdn_file) if isinstance(g, PdnGame)]
@@ -211,7 +211,7 @@ def test_an_interrupted_run_resumes_to_the_same_weights(dataset, tmp_path, monke
         assert torch.allclose(a.state_dict[k].float(), b.state_dict[k].float(), atol=1e-5), k
     assert resumed["policy"]["top1"] == pytest.approx(straight["policy"]["top1"])
     # Other settings cannot resume that run.
-    from train.pretrain import PretrainError
+    from train.learner.pretrain import PretrainError
 
     with pytest.raises(PretrainError, match="other settings"):
         cfg = _config(20)
@@ -232,8 +232,8 @@ def test_cli_dataset_command(pdn_file, tmp_path, capsys):
 
 
 def _teacher(path, seed: int = 5):
-    from zero.checkpoint import save_checkpoint
-    from zero.network import PolicyValueNet
+    from zero.net.checkpoint import save_checkpoint
+    from zero.net.network import PolicyValueNet
 
     torch.manual_seed(seed)
     net = PolicyValueNet(TINY)
@@ -255,8 +255,8 @@ def _policies(evaluator, samples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def test_teacher_labels_are_its_policy_over_the_legal_moves_and_its_wdl(dataset, tmp_path):
-    from train.distill import TOP_ACTIONS, dataset_positions, label
-    from zero.inference import Evaluator
+    from train.learner.distill import TOP_ACTIONS, dataset_positions, label
+    from zero.net.inference import Evaluator
 
     data, _ = dataset
     teacher = Evaluator.from_checkpoint(_teacher(tmp_path / "teacher.pt"), device="cpu", precision="float32")
@@ -279,9 +279,9 @@ def test_teacher_labels_are_its_policy_over_the_legal_moves_and_its_wdl(dataset,
 def test_distillation_brings_the_student_to_the_teachers_judgement(dataset, tmp_path):
     from dataclasses import replace
 
-    from train.distill import _cache_file, distilled
-    from zero.egdb_build import largest_available
-    from zero.inference import Evaluator
+    from train.learner.distill import _cache_file, distilled
+    from zero.endgames.egdb_build import largest_available
+    from zero.net.inference import Evaluator
 
     data, _ = dataset
     teacher_path = _teacher(tmp_path / "teacher.pt")
@@ -318,7 +318,7 @@ def test_distillation_brings_the_student_to_the_teachers_judgement(dataset, tmp_
 def test_a_run_can_start_from_a_checkpoints_weights_and_refuses_another_shape(dataset, tmp_path):
     from dataclasses import replace
 
-    from train.pretrain import PretrainError
+    from train.learner.pretrain import PretrainError
 
     data, _ = dataset
     start = _teacher(tmp_path / "start.pt")

@@ -1,4 +1,4 @@
-"""A program speaking the JSON engine protocol as a match player (train.program_player): the match keeps its
+"""A program speaking the JSON engine protocol as a match player (train.arena.program_player): the match keeps its
 game clock and tells it at each move, forced moves' increments included; what the program does wrong is one
 line naming it. The programs here are small scripts; tests/play/test_engine_protocol.py plays the engine."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from selfplay.time_manager import GameClock
-from train.match import play_match
-from train.program_player import ProgramError, ProgramPlayer
-from zero.openings import Opening
-from zero.players import RandomPlayer
+from selfplay.tree_search.time_manager import GameClock
+from train.arena.match import play_match
+from train.arena.program_player import ProgramError, ProgramPlayer
+from zero.corpus.openings import Opening
+from zero.yardsticks.players import RandomPlayer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,8 +36,8 @@ for line in sys.stdin:
     elif fault == "illegal":
         print(json.dumps({"id": query["id"], "move": "1-5"}), flush=True)
     else:
-        from zero.game import Game  # (the rules, only where a move is played: they take a while to load)
-        from zero.notation import fen_to_position, resolve_move
+        from zero.rules.game import Game  # (the rules, only where a move is played: they take a while to load)
+        from zero.rules.notation import fen_to_position, resolve_move
 
         game = Game(start=fen_to_position(query["fen"]))
         for text in query["moves"]:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from train.quantization_aware import WEIGHT_LEVELS, RoundedPass, rounded_weight
-from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-from zero.network import NetworkConfig, PolicyValueNet
+from train.learner.quantization_aware import WEIGHT_LEVELS, RoundedPass, rounded_weight
+from zero.net.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from zero.net.network import NetworkConfig, PolicyValueNet
 
 SMALL = NetworkConfig(blocks=2, channels=16, policy_channels=4, value_channels=2, value_hidden=16)
 
@@ -32,8 +32,8 @@ def test_a_rounded_weight_lies_on_its_channels_grid_and_passes_the_gradient_thro
 
 
 def _calibration(net: PolicyValueNet, seed: int) -> np.ndarray:
-    from zero.onnx_model import export_onnx, onnx_session
-    from zero.quantized import calibration_planes
+    from zero.net.onnx_model import export_onnx, onnx_session
+    from zero.net.quantized import calibration_planes
 
     return calibration_planes(onnx_session(export_onnx(net)), count=1024, seed=seed, games=32)
 
@@ -46,8 +46,8 @@ def test_the_rounded_pass_reproduces_the_int8_model_at_its_ranges():
     import onnx
     from onnx import numpy_helper
 
-    from zero.onnx_model import onnx_session
-    from zero.quantized import quantize
+    from zero.net.onnx_model import onnx_session
+    from zero.net.quantized import quantize
 
     net = load_checkpoint(DEFAULT_CHECKPOINT).build_network().eval()
     graph = quantize(net)
@@ -61,7 +61,7 @@ def test_the_rounded_pass_reproduces_the_int8_model_at_its_ranges():
         activation.low, activation.high = -zero_point * scale, (255 - zero_point) * scale
     planes = _calibration(net, seed=2)
     with torch.no_grad(), pytest.MonkeyPatch.context() as patch:
-        patch.setattr("train.quantization_aware.RANGE_MOMENTUM", 0.0)  # keep the int8 model's ranges
+        patch.setattr("train.learner.quantization_aware.RANGE_MOMENTUM", 0.0)  # keep the int8 model's ranges
         float_out, rounded_out = net(torch.from_numpy(planes)), rounded_pass(torch.from_numpy(planes))
     int8_logits, int8_wdl = onnx_session(graph).run(None, {"planes": planes})[:2]
 

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-import zero.quantized as quantized
-from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, save_checkpoint
-from zero.encoding import encode_game, legal_logit_gaps, move_action
-from zero.game import Game
-from zero.inference import NEAR_TIE_LOGITS, Evaluator
-from zero.network import NetworkConfig, PolicyValueNet
+import zero.net.quantized as quantized
+from zero.net.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, save_checkpoint
+from zero.net.encoding import encode_game, legal_logit_gaps, move_action
+from zero.net.inference import NEAR_TIE_LOGITS, Evaluator
+from zero.net.network import NetworkConfig, PolicyValueNet
+from zero.rules.game import Game
 
 pytest.importorskip("onnxruntime")
 

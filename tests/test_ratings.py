@@ -3,9 +3,9 @@ import random
 
 import pytest
 
-from train.ratings import ANCHOR, REFERENCE, PlayerInfo, RatingsTable, format_table, plot
-from train.sprt import PairSprt, SprtConfig, expected_score
-from train.match import elo_from_score
+from train.arena.match import elo_from_score
+from train.arena.ratings import ANCHOR, REFERENCE, PlayerInfo, RatingsTable, format_table, plot
+from train.arena.sprt import PairSprt, SprtConfig, expected_score
 
 
 def simulate(table, a, b, elo_diff, games, rng):
@@ -170,8 +170,8 @@ def test_elo_score_inverse():
 
 
 def test_the_classical_engine_tops_the_yardstick_ladder_in_the_table_and_plot(tmp_path):
-    from train.player_specs import make_player
-    from train.ratings import YARDSTICKS
+    from train.arena.player_specs import make_player
+    from train.arena.ratings import YARDSTICKS
 
     assert YARDSTICKS[-1].startswith("classical:") and YARDSTICKS[-2] == "alphabeta:12"
     top = make_player(YARDSTICKS[-1])

@@ -6,19 +6,19 @@ import numpy as np
 import pytest
 import torch
 
-from selfplay.actor import SelfPlayConfig
-from selfplay.random_records import random_game_record
-from selfplay.reanalyser import ReanalyseConfig, Reanalyser
-from selfplay.reanalysis_store import (REANALYSIS_GROUP, FreshTargets, ReanalysisWriter, check_reanalysis,
+from selfplay.actors.actor import SelfPlayConfig
+from selfplay.actors.reanalyser import ReanalyseConfig, Reanalyser
+from selfplay.replay.random_records import random_game_record
+from selfplay.replay.reanalysis_store import (REANALYSIS_GROUP, FreshTargets, ReanalysisWriter, check_reanalysis,
                                        position_key)
-from selfplay.replay_buffer import ReplayDamage, ReplayReader, ReplayWriter
-from selfplay.search import SearchConfig
+from selfplay.replay.replay_buffer import ReplayDamage, ReplayReader, ReplayWriter
+from selfplay.tree_search.search import SearchConfig
 from training_data import TINY
-from zero.checkpoint import save_checkpoint
-from zero.encoding import move_action
-from zero.game import Position
-from zero.network import PolicyValueNet
-from zero.rundir import RunDir
+from zero.net.checkpoint import save_checkpoint
+from zero.net.encoding import move_action
+from zero.net.network import PolicyValueNet
+from zero.rules.game import Position
+from zero.run.rundir import RunDir
 
 
 def write_games(run, actor, seeds):
@@ -148,7 +148,7 @@ def test_a_candidate_that_cannot_be_read_is_passed_over(tmp_path):
 def test_a_newer_candidate_takes_over_between_searches(tmp_path):
     import zarr
 
-    from zero.inference import Evaluator
+    from zero.net.inference import Evaluator
 
     run = tmp_path / "run"
     write_games(run, 0, range(4))

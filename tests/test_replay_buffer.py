@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from selfplay import replay_buffer
-from selfplay.random_records import random_game_record
-from selfplay.records import POLICY_SLOTS, GameRecord
-from selfplay.replay_buffer import (
+from selfplay.replay import replay_buffer
+from selfplay.replay.random_records import random_game_record
+from selfplay.replay.records import POLICY_SLOTS, GameRecord
+from selfplay.replay.replay_buffer import (
     ReplayDamage,
     ReplayError,
     ReplayReader,
@@ -26,8 +26,8 @@ from selfplay.replay_buffer import (
     game_id_of,
     split_game_id,
 )
-from selfplay.records import GAME_FIELDS, POSITION_FIELDS
-from zero.rundir import RunDir
+from selfplay.replay.records import GAME_FIELDS, POSITION_FIELDS
+from zero.run.rundir import RunDir
 SHORT = 40  # plies: short random games keep the tests quick
 
 
@@ -200,8 +200,8 @@ def test_sample_on_an_empty_store_says_so(tmp_path):
 # chunks all the time, so a kill lands in every phase of the protocol.
 WRITER_SCRIPT = """
 import sys
-from selfplay.random_records import random_game_record
-from selfplay.replay_buffer import ReplayWriter
+from selfplay.replay.random_records import random_game_record
+from selfplay.replay.replay_buffer import ReplayWriter
 run, actor, base, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 writer = ReplayWriter(run, actor, commit_positions=1, chunk_rows=32, chunk_games=4)
 print("ready", writer.committed_games, flush=True)
@@ -327,8 +327,8 @@ def test_reader_follows_writer_processes(tmp_path):
 # fresh store together.
 OPEN_SCRIPT = """
 import os, sys, time
-from selfplay.random_records import random_game_record
-from selfplay.replay_buffer import ReplayWriter
+from selfplay.replay.random_records import random_game_record
+from selfplay.replay.replay_buffer import ReplayWriter
 run, actor, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 while not os.path.exists(go):
     time.sleep(0.001)
@@ -351,7 +351,7 @@ def test_writers_opening_a_fresh_store_together(tmp_path):
 
 
 def test_stats_and_export(tmp_path, capsys):
-    from play.cli import main
+    from play.cli.main import main
 
     records = [record(s, checkpoint=f"c{s % 2}", model_version=s % 2, max_plies=120) for s in range(16)]
     with ReplayWriter(tmp_path, 0, commit_positions=200) as w:
@@ -375,7 +375,7 @@ def test_stats_and_export(tmp_path, capsys):
 
     out = tmp_path / "games.pdn"
     assert main(["replay", "export", "--run", str(tmp_path), "--out", str(out), "--no-progress"]) == 0
-    from zero.pdn import PdnError, read_pdn
+    from zero.corpus.pdn import PdnError, read_pdn
 
     games = list(read_pdn(out))
     assert not [g for g in games if isinstance(g, PdnError)]
@@ -392,7 +392,7 @@ def test_stats_and_export(tmp_path, capsys):
 
 
 def test_cli_without_a_store(tmp_path, capsys):
-    from play.cli import main
+    from play.cli.main import main
 
     assert main(["replay", "stats", "--run", str(tmp_path)]) == 2
     assert "no replay store" in capsys.readouterr().err
@@ -507,7 +507,7 @@ def test_a_damaged_store_is_one_clear_error_naming_the_file(tmp_path, damage):
 
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_replay_check_names_every_damaged_file(tmp_path, damage):
-    from play.cli import main
+    from play.cli.main import main
 
     _store_with_games(tmp_path)
     assert replay_buffer.check_store(tmp_path).problems == []
@@ -519,7 +519,7 @@ def test_replay_check_names_every_damaged_file(tmp_path, damage):
 
 
 def test_replay_check_finds_games_that_do_not_tile_the_rows(tmp_path, capsys):
-    from play.cli import main
+    from play.cli.main import main
 
     _store_with_games(tmp_path)
     assert main(["replay", "check", "--run", str(tmp_path)]) == 0
@@ -532,7 +532,7 @@ def test_replay_check_finds_games_that_do_not_tile_the_rows(tmp_path, capsys):
 
 
 def test_replay_check_counts_duplicate_games(tmp_path, capsys):
-    from play.cli import main
+    from play.cli.main import main
 
     with ReplayWriter(tmp_path, 0, commit_positions=1) as writer:
         writer.append_game(record(1))
@@ -543,8 +543,8 @@ def test_replay_check_counts_duplicate_games(tmp_path, capsys):
 
 def test_an_actor_on_a_damaged_store_stops_for_good(tmp_path, monkeypatch):
     # A restart would meet the same file: the role exits with the code the supervisor does not restart.
-    from train.loop import LoopConfig, actor_role
-    from train.supervisor import FATAL_EXIT_CODE
+    from train.loop.driver import LoopConfig, actor_role
+    from train.loop.supervisor import FATAL_EXIT_CODE
 
     _store_with_games(tmp_path)
     _damage_store(tmp_path, "garbage actor metadata")
@@ -566,7 +566,7 @@ def _edit_json(path: Path, edit) -> None:
 def _assert_refused_everywhere(run: Path, damaged: Path, capsys) -> None:
     """Writer, reader, `replay stats` and `replay check` all refuse the store, naming the damaged file,
     and nothing of it was written to."""
-    from play.cli import main
+    from play.cli.main import main
 
     before = _store_files(run)
     with pytest.raises(ReplayDamage, match=f"^{damaged}: "):

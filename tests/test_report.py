@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from play.cli import main
-from selfplay.random_records import random_game_record
-from selfplay.replay_buffer import ReplayWriter
-from train.report import calibration_bins, load_samples, quality, selfplay_held_out
-from zero.checkpoint import save_checkpoint
-from zero.network import NetworkConfig, PolicyValueNet
-from zero.rundir import RunDir
+from play.cli.main import main
+from selfplay.replay.random_records import random_game_record
+from selfplay.replay.replay_buffer import ReplayWriter
+from train.arena.report import calibration_bins, load_samples, quality, selfplay_held_out
+from zero.net.checkpoint import save_checkpoint
+from zero.net.network import NetworkConfig, PolicyValueNet
+from zero.run.rundir import RunDir
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=8)
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zero.game import Game, Move, Position, RulesConfig, Termination
-from zero.notation import INITIAL_FEN, NotationError, fen_to_position, resolve_move
+from zero.rules.game import Game, Move, Position, RulesConfig, Termination
+from zero.rules.notation import INITIAL_FEN, NotationError, fen_to_position, resolve_move
 
 
 def _squares(*squares: int) -> int:

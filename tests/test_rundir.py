@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from zero.checkpoint import DEFAULT_CHECKPOINT, CheckpointError, resolve_checkpoint
-from zero.rundir import RunDir, RunDirError
+from zero.net.checkpoint import DEFAULT_CHECKPOINT, CheckpointError, resolve_checkpoint
+from zero.run.rundir import RunDir, RunDirError
 
 
 def test_best_pointer_round_trip_and_relative_paths(tmp_path):
@@ -64,10 +64,10 @@ def test_one_loop_owns_a_run_and_a_dead_ones_lock_does_not_block(tmp_path):
     import subprocess
     import sys
 
-    from play.cli import main
+    from play.cli.main import main
 
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from zero.rundir import RunDir; "
+        [sys.executable, "-c", "import sys, time; from zero.run.rundir import RunDir; "
          f"lock = RunDir({str(tmp_path)!r}).take_loop_lock(); print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True)
     try:

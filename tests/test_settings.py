@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from play.cli import main
-from train.loop import LoopConfig, resolve_config
-from zero.config import ConfigError, load_config
+from play.cli.main import main
+from train.loop.driver import LoopConfig, resolve_config
+from zero.run.config import ConfigError, load_config
 
 
 @pytest.mark.parametrize("override,message", [
@@ -116,8 +116,8 @@ def test_a_gatekeeper_without_its_ballot_fails_for_good(tmp_path, monkeypatch):
     # and exits with the code the supervisor does not restart.
     import signal
 
-    from train.loop import gatekeeper_role
-    from train.supervisor import FATAL_EXIT_CODE
+    from train.loop.driver import gatekeeper_role
+    from train.loop.supervisor import FATAL_EXIT_CODE
 
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     monkeypatch.setenv("CHECKERS_ZERO_DATA", str(tmp_path / "no-data"))
@@ -133,8 +133,8 @@ def test_a_gatekeeper_without_its_ballot_fails_for_good(tmp_path, monkeypatch):
 def test_a_resumed_run_refuses_a_setting_it_cannot_honour(tmp_path, capsys):
     # Before: `--set initial_checkpoint=...` on a resumed run was recorded in its config but never used (the
     # run goes on from the copy it made on its first start).
-    from zero.config import save_config
-    from zero.rundir import RunDir
+    from zero.run.config import save_config
+    from zero.run.rundir import RunDir
 
     save_config(LoopConfig(), RunDir(tmp_path).config_file)
     with pytest.raises(ConfigError, match="initial_checkpoint: .* cannot change it to 'other.pt'"):

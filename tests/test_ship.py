@@ -16,24 +16,24 @@ import numpy as np
 import pytest
 import torch
 
-from selfplay.random_records import random_game_record
-from selfplay.replay_buffer import COPIED_GAMES_ACTOR_ID, ReplayReader, ReplayWriter, check_store
-from train.learning import OptimConfig
-from train.lineage import LineageError, continue_run
-from train.pretrain import predict, split_metrics
-from train.pretrain_dataset import DatasetConfig, build_dataset, open_dataset
-from train.loop import LoopConfig, run_initial_checkpoint
-from train.ship import ShipConfig, head_to_head, install, ship
-from train.trainer import Trainer, TrainerConfig, window_size
+from selfplay.replay.random_records import random_game_record
+from selfplay.replay.replay_buffer import COPIED_GAMES_ACTOR_ID, ReplayReader, ReplayWriter, check_store
+from train.learner.learning import OptimConfig
+from train.learner.pretrain import predict, split_metrics
+from train.learner.pretrain_dataset import DatasetConfig, build_dataset, open_dataset
+from train.learner.trainer import Trainer, TrainerConfig, window_size
+from train.loop.driver import LoopConfig, run_initial_checkpoint
+from train.shipping.lineage import LineageError, continue_run
+from train.shipping.ship import ShipConfig, head_to_head, install, ship
 from training_data import EXPERT_PDN, TINY
-from zero.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, save_checkpoint, weights_sha256
-from zero.config import file_sha256, save_config, write_run_record
-from zero.data import data_file
-from zero.encoding import encode_game, move_action
-from zero.game import Game
-from zero.inference import Evaluator
-from zero.network import PolicyValueNet
-from zero.rundir import RunDir
+from zero.net.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, save_checkpoint, weights_sha256
+from zero.net.encoding import encode_game, move_action
+from zero.net.inference import Evaluator
+from zero.net.network import PolicyValueNet
+from zero.rules.game import Game
+from zero.run.config import file_sha256, save_config, write_run_record
+from zero.run.data import data_file
+from zero.run.rundir import RunDir
 
 FIRST_LINK_TEXT = "# The shipped network\n\n## Link 1: pretraining\n\nThe pretraining card.\n"
 
@@ -293,8 +293,8 @@ def test_a_directory_at_a_shipped_networks_run_path_that_is_another_run_is_not_d
 
 def choice_positions():
     """Positions with a choice, from the OCA test split when the data is there (else from random play)."""
-    from train.pretrain_dataset import split_of
-    from zero.pdn import PdnGame, read_pdn
+    from train.learner.pretrain_dataset import split_of
+    from zero.corpus.pdn import PdnGame, read_pdn
 
     games = []
     pdn = data_file("OCA_2.0.pdn")
@@ -351,7 +351,7 @@ def test_the_shipped_network_in_half_precision_picks_the_same_moves(tmp_path):
 
 
 def test_the_ship_command_reports_a_quick_look_and_leaves_the_shipped_network(tmp_path, ballot, capsys):
-    from play.cli import main
+    from play.cli.main import main
 
     before = DEFAULT_CHECKPOINT.read_bytes()
     candidate = tiny_checkpoint(tmp_path / "candidate.pt", 3)
@@ -363,7 +363,7 @@ def test_the_ship_command_reports_a_quick_look_and_leaves_the_shipped_network(tm
 
 
 def test_the_card_names_what_a_pretrained_or_distilled_network_was_made_from():
-    from train.ship import _pretraining
+    from train.shipping.ship import _pretraining
 
     pretrained = {"dataset": "runs/oca", "source": "OCA_2.0.pdn", "source_sha256": "77d9ad9d2aa5bdce0000",
                   "code_version": "abc", "command": "checkers-zero pretrain train --data runs/oca --out a.pt"}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from train.supervisor import FATAL_EXIT_CODE, Supervisor
+from train.loop.supervisor import FATAL_EXIT_CODE, Supervisor
 
 
 def note_start(record: str) -> int:

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from selfplay.random_records import random_game_record
-from selfplay.replay_buffer import ReplayReader, ReplayWriter
-from train.learning import HeadWeights, OptimConfig, TrainingDiverged, losses, samples_from_replay
-from train.trainer import Trainer, TrainerConfig, expert_share_at
-from zero.rundir import RunDir
-from zero.checkpoint import load_checkpoint, save_checkpoint
+from selfplay.replay.random_records import random_game_record
+from selfplay.replay.replay_buffer import ReplayReader, ReplayWriter
+from train.learner.learning import HeadWeights, OptimConfig, TrainingDiverged, losses, samples_from_replay
+from train.learner.trainer import Trainer, TrainerConfig, expert_share_at
+from zero.net.checkpoint import load_checkpoint, save_checkpoint
+from zero.run.rundir import RunDir
 from training_data import EXPERT_PDN, TINY
-from zero.network import PolicyValueNet
+from zero.net.network import PolicyValueNet
 
 def write_games(run, actor, seeds):
     with ReplayWriter(run, actor) as writer:
@@ -57,7 +57,7 @@ def test_training_is_paced_by_committed_positions(tmp_path, initial):
 
 
 def test_reanalysed_targets_pace_and_feed_training(tmp_path, initial):
-    from selfplay.reanalysis_store import ReanalysisWriter
+    from selfplay.replay.reanalysis_store import ReanalysisWriter
 
     run = tmp_path / "run"
     write_games(run, 0, range(4))
@@ -117,7 +117,7 @@ def test_candidates_and_resume_continue_exactly(tmp_path, initial):
 
 
 def test_expert_share_decays_and_is_logged_per_source(tmp_path, initial):
-    from train.pretrain_dataset import build_dataset
+    from train.learner.pretrain_dataset import build_dataset
 
     pdn = tmp_path / "expert.pdn"
     pdn.write_text(EXPERT_PDN)
@@ -183,7 +183,7 @@ def test_batch_targets_match_the_stored_visits(tmp_path):
 
 
 def test_auto_expert_data_is_built_once_from_the_data_folder(tmp_path, monkeypatch):
-    from train.trainer import resolve_expert_data
+    from train.learner.trainer import resolve_expert_data
 
     data = tmp_path / "data"
     data.mkdir()

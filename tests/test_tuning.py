@@ -1,4 +1,4 @@
-"""SPSA tuning of the search constants (train.tuning, `checkers-zero tune`)."""
+"""SPSA tuning of the search constants (train.arena.tuning, `checkers-zero tune`)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from play.cli import main as cli_main
-from train.gating import GatingConfig
-from train.match import mix_seed
-from train.player_specs import make_player
-from train.tuning import (TRAJECTORY, Param, TrajectoryError, TuneConfig, default_params, gains, load_tune_config,
+from play.cli.main import main as cli_main
+from train.arena.gating import GatingConfig
+from train.arena.match import mix_seed
+from train.arena.player_specs import make_player
+from train.arena.tuning import (TRAJECTORY, Param, TrajectoryError, TuneConfig, default_params, gains, load_tune_config,
                           probes, read_trajectory, spsa_update, summary, tune)
-from zero.checkpoint import save_checkpoint
-from zero.config import ConfigError, load_config
-from zero.network import NetworkConfig, PolicyValueNet
+from zero.net.checkpoint import save_checkpoint
+from zero.net.network import NetworkConfig, PolicyValueNet
+from zero.run.config import ConfigError, load_config
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
 BALLOT = "9-13 21-17\n11-15 23-19\n11-15 22-18\n10-14 24-20\n12-16 21-17\n"
@@ -112,7 +112,7 @@ def test_default_table_starts_where_a_player_on_the_clock_is(tiny_checkpoint):
 
 
 def test_on_a_game_clock_the_table_holds_the_time_manager_too(tmp_path, tiny_checkpoint):
-    from selfplay.time_manager import TimeManager
+    from selfplay.tree_search.time_manager import TimeManager
 
     cfg = load_tune_config(tmp_path / "out", None, ['clock="0+0.1"'])
     search = [p.name for p in default_params()]

@@ -1,6 +1,6 @@
 """What the training tests share: a tiny network shape and two short expert games as PDN."""
 
-from zero.network import NetworkConfig
+from zero.net.network import NetworkConfig
 
 TINY = NetworkConfig(blocks=1, channels=16, policy_channels=4, value_channels=2, value_hidden=16)
 

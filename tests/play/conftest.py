@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from zero.checkpoint import save_checkpoint
-from zero.network import NetworkConfig, PolicyValueNet
 from play.engine import Engine
+from zero.net.checkpoint import save_checkpoint
+from zero.net.network import NetworkConfig, PolicyValueNet
 
 @pytest.fixture(scope="session")
 def multi_jump_fen():

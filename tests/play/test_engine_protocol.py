@@ -14,8 +14,8 @@ import pytest
 
 from play.api import Engine
 from play.queries import PROTOCOL_VERSION, EngineSettings, QueryError
-from zero.game import Game, Position
-from zero.notation import fen_to_position
+from zero.rules.game import Game, Position
+from zero.rules.notation import fen_to_position
 
 REPO = Path(__file__).resolve().parents[2]
 OPENING = ["11-15", "23-19", "8-11", "22-17"]
@@ -37,7 +37,7 @@ def run_engine(checkpoint: Path, lines: list[str | bytes], *extra: str, timeout:
 
 
 def position_after(moves: list[str], fen: str | None = None) -> str:
-    from zero.notation import resolve_move
+    from zero.rules.notation import resolve_move
 
     pos = fen_to_position(fen) if fen else Position.initial()
     for text in moves:
@@ -247,7 +247,7 @@ def shape(value):
 
 @pytest.mark.parametrize("fen", [None, "W:WK23,K28:B4,K20"])  # after the opening; a database win
 def test_analyze_json_is_an_engine_answer(api_engine, tiny_checkpoint, capsys, fen):
-    from play.cli import main
+    from play.cli.main import main
 
     fen = fen or position_after(OPENING)
     assert main(["analyze", "--checkpoint", str(tiny_checkpoint), "--fen", fen, "--sims", "24", "--json"]) == 0
@@ -275,8 +275,8 @@ def _clock_answer(query: dict, evaluator, manager=None, moves=OPENING) -> dict:
     """The answer of one query to a pool of one tree whose time is `evaluator`'s fake clock."""
     from play.analysis_pool import AnalysisPool
     from play.queries import parse_query
-    from selfplay.search import warm_up
-    from selfplay.time_manager import TimeManager
+    from selfplay.tree_search.search import warm_up
+    from selfplay.tree_search.time_manager import TimeManager
 
     warm_up(evaluator.inner)  # the once-a-process warm-up, before the fake clock runs
     settings = EngineSettings(slots=1, tree_nodes=500_000, time_manager=manager or TimeManager())
@@ -291,7 +291,7 @@ def _clock_answer(query: dict, evaluator, manager=None, moves=OPENING) -> dict:
 @pytest.mark.parametrize("share, thinks_on", [(1.0, True), (0.0, False)])
 def test_a_move_on_a_game_clock_takes_its_share_and_thinks_on_only_while_its_choice_is_unstable(share, thinks_on):
     from counting import ClockedEvaluator
-    from selfplay.time_manager import TimeManager
+    from selfplay.tree_search.time_manager import TimeManager
 
     # 2 s banked and 0.1 a move: a target of 0.1 + 2/20 s, and up to three times that while unstable (share
     # 1: every leader counts as late; share 0: never). Even values and a uniform policy: no early stop.
@@ -306,7 +306,7 @@ def test_a_move_on_a_game_clock_takes_its_share_and_thinks_on_only_while_its_cho
                                          ({"clock": 20, "time": 0.1}, 0.1)])  # the time, when it comes first
 def test_a_move_on_a_game_clock_never_takes_more_than_it_may(query, most):
     from counting import ClockedEvaluator
-    from selfplay.time_manager import TimeManager
+    from selfplay.tree_search.time_manager import TimeManager
 
     evaluator = ClockedEvaluator(seconds=0.01)
     always_unstable = TimeManager(unstable_share=1.0)
@@ -315,8 +315,8 @@ def test_a_move_on_a_game_clock_never_takes_more_than_it_may(query, most):
 
 def test_a_move_on_a_game_clock_stops_once_it_cannot_change_and_a_forced_one_at_once():
     from counting import ClockedEvaluator
-    from zero.encoding import move_action
-    from zero.notation import resolve_move
+    from zero.net.encoding import move_action
+    from zero.rules.notation import resolve_move
 
     game = Game()
     for text in OPENING:
@@ -371,7 +371,7 @@ def test_proven_positions_are_answered_with_their_value(api_engine):
 def test_with_calls_in_flight_the_engine_answers_as_many_queries_with_their_budgets(tiny_checkpoint):
     from dataclasses import replace
 
-    from selfplay import mcts
+    from selfplay.tree_search import mcts
 
     settings = EngineSettings(slots=4, tree_nodes=1_000_000, default_simulations=8)
     threaded = Engine(tiny_checkpoint, replace(settings, search=replace(settings.search, threads=2)))
@@ -395,7 +395,7 @@ def test_with_calls_in_flight_the_engine_answers_as_many_queries_with_their_budg
 
 
 def test_a_move_on_the_clock_searches_on_in_the_tree_of_the_games_last_position(tiny_checkpoint):
-    from selfplay.analysis import SINGLE_GAME_LEAVES
+    from selfplay.tree_search.analysis import SINGLE_GAME_LEAVES
 
     engine = Engine(tiny_checkpoint, EngineSettings(slots=2, tree_nodes=1_000_000))
     # A game's positions asked one at a time fill the network's batches as a game searched alone does.
@@ -417,11 +417,11 @@ def test_a_move_on_the_clock_searches_on_in_the_tree_of_the_games_last_position(
 
 def test_a_match_plays_the_engine_as_a_program_on_a_game_clock(tiny_checkpoint):
     # What benchmarks/engine_match.py plays: the engine process asked for each move with its clock.
-    from selfplay.time_manager import GameClock
-    from train.match import play_match
-    from train.program_player import ProgramPlayer
-    from zero.openings import Opening
-    from zero.players import RandomPlayer
+    from selfplay.tree_search.time_manager import GameClock
+    from train.arena.match import play_match
+    from train.arena.program_player import ProgramPlayer
+    from zero.corpus.openings import Opening
+    from zero.yardsticks.players import RandomPlayer
 
     command = f"{sys.executable} -m play engine --checkpoint {tiny_checkpoint} --no-egdb --slots 2 --tree-nodes 40000"
     engine = ProgramPlayer("engine", command, clock=GameClock(0.0, 0.05), cwd=REPO)
@@ -452,8 +452,8 @@ def test_a_full_tree_grows_only_for_a_search_that_goes_on(seconds, grows):
     from counting import ClockedEvaluator
     from play.analysis_pool import AnalysisPool
     from play.queries import parse_query
-    from selfplay import mcts
-    from selfplay.search import warm_up
+    from selfplay.tree_search import mcts
+    from selfplay.tree_search.search import warm_up
 
     evaluator = ClockedEvaluator(seconds=0.1)
     warm_up(evaluator.inner)
@@ -473,7 +473,7 @@ def test_a_pool_of_many_trees_grows_within_its_share_of_memory():
 
     from counting import ClockedEvaluator
     from play.analysis_pool import AnalysisPool
-    from selfplay.analysis import SINGLE_GAME_MEMORY_SHARE
+    from selfplay.tree_search.analysis import SINGLE_GAME_MEMORY_SHARE
 
     settings = EngineSettings(slots=4096, tree_nodes=257)
     pool = AnalysisPool(ClockedEvaluator(), settings)

@@ -9,13 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from play.cli import main
-from zero.game import Game, Position
-from zero.notation import fen_to_position, resolve_move
-from zero.pdn import write_game
 from play.analysis_json import analysis_json
+from play.cli.main import main
 from play.engine import DRAW_ACCEPT_MAX_SCORE, LEVELS, Budget, Engine, EngineError, budget_for
 from play.session import HumanGame, PlayError, new_game
+from zero.corpus.pdn import write_game
+from zero.rules.game import Game, Position
+from zero.rules.notation import fen_to_position, resolve_move
 
 
 def analyze(capsys, tiny_checkpoint, *args: str) -> tuple[int, str, str]:
@@ -40,8 +40,8 @@ def test_json_output(multi_jump_fen, capsys, tiny_checkpoint):
     most = result["moves"][0]["visits"]
     assert result["pv"][0] in [m["move"] for m in result["moves"] if m["visits"] == most] and len(result["pv"]) >= 2
     # The moves-left head's estimate for the root, the same the network gives the position on its own.
-    from zero.encoding import encode_game
-    from zero.inference import Evaluator
+    from zero.net.encoding import encode_game
+    from zero.net.inference import Evaluator
 
     expected = Evaluator.from_checkpoint(tiny_checkpoint, device="cpu").predict(
         encode_game(new_game(fen_to_position(multi_jump_fen), []))[None])[2][0]

@@ -11,8 +11,8 @@ import shutil
 
 import pytest
 
-from zero.pdn import read_pdn
 from play.server import start_in_thread
+from zero.corpus.pdn import read_pdn
 
 try:
     from playwright import sync_api

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from play.cli import build_parser, main
+from play.cli.main import build_parser, main
 from play.engine import Engine
-from zero.pdn import PdnGame, read_pdn_text
+from zero.corpus.pdn import PdnGame, read_pdn_text
 from play.server import (DEFAULT_HOST, MAX_SIMULATIONS, Limits, PlayServer, host_allowed, machine_names,
                          start_in_thread)
 

@@ -6,10 +6,10 @@ import io
 
 import pytest
 
-from play.cli import main
-from zero.game import Position
-from zero.pdn import PdnGame, read_pdn, write_game
+from play.cli.main import main
 from play.engine import DRAW_ACCEPT_MAX_SCORE
+from zero.corpus.pdn import PdnGame, read_pdn, write_game
+from zero.rules.game import Position
 
 
 def play(monkeypatch, capsys, tiny_checkpoint, tmp_path, script: str, *extra: str) -> tuple[int, str]:
@@ -263,8 +263,8 @@ def test_the_saved_game_names_every_level_the_engine_played_at(engine, tmp_path)
 
 
 def test_the_engine_plays_the_opening_books_move_unsearched(monkeypatch, capsys, tiny_checkpoint, tmp_path):
-    from zero.opening_book import build_book, save_book
-    from zero.pdn import read_pdn_text
+    from zero.corpus.opening_book import build_book, save_book
+    from zero.corpus.pdn import read_pdn_text
 
     # Ten games in which White answered 11-15 with 23-19: the book's move there.
     book = tmp_path / "book.npz"

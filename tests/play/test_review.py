@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from play.cli import main
+from play.cli.main import main
 from play.review import ReviewSettings, move_accuracy, plan, review_game
-from zero.game import RulesConfig
-from zero.pdn import PdnError, PdnGame, read_pdn, read_pdn_text
+from zero.corpus.pdn import PdnError, PdnGame, read_pdn, read_pdn_text
+from zero.rules.game import RulesConfig
 
 GAMES = """[Event "a"]
 [Black "Ann"]
@@ -114,9 +114,9 @@ def test_a_game_ended_by_the_rules_is_scored_exactly_there():
 
 def test_the_ballot_opening_of_a_match_game_is_not_judged(tmp_path):
     # Before: review judged the ballot's forced first moves as if the players had chosen them.
-    from train.match import play_match
-    from zero.openings import load_openings
-    from zero.players import RandomPlayer
+    from train.arena.match import play_match
+    from zero.corpus.openings import load_openings
+    from zero.yardsticks.players import RandomPlayer
 
     ballot = tmp_path / "ballot.tsv"
     ballot.write_text("moves\tremove_black\tremove_white\n9-13 21-17 5-9\t\t\n8-11 24-19\t11\t28\n")
@@ -134,8 +134,8 @@ def test_the_ballot_opening_of_a_match_game_is_not_judged(tmp_path):
 
 
 def test_only_moves_an_opening_tag_names_are_ballot_moves():
-    from zero.game import Position
-    from zero.openings import ballot_plies
+    from zero.corpus.openings import ballot_plies
+    from zero.rules.game import Position
 
     moves = _game('[Result "*"]\n1. 9-13 21-17 2. 5-9 25-21 *\n').moves
     assert ballot_plies("9-13 21-17 5-9", Position.initial(), moves) == 3

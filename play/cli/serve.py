@@ -1,0 +1,48 @@
+"""`checkers-zero serve`: play against a checkpoint in the browser (play.server)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from play.engine import Engine, EngineError, add_book_argument, add_threads_argument
+from play.server import DEFAULT_HOST, DEFAULT_PORT, PlayServer
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", metavar="PATH", help="network to play against (default: the shipped one)")
+    parser.add_argument("--no-egdb", action="store_true",
+                        help="search without the endgame database (by default positions of few pieces are exact)")
+    add_threads_argument(parser)
+    add_book_argument(parser)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"port to listen on (default {DEFAULT_PORT}; 0 = any free port)")
+    parser.add_argument("--host", default=DEFAULT_HOST,
+                        help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
+    parser.add_argument("--verbose", action="store_true", help="log every request")
+
+
+def run(args: argparse.Namespace) -> int:
+    # Loading the network and compiling the search take seconds (more after an install): say so at once.
+    print("checkers-zero serve: loading the network and preparing the search ...", flush=True)
+    try:
+        engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb, threads=args.threads,
+                             opening_book=not args.no_book)
+    except EngineError as exc:
+        print(f"checkers-zero serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        server = PlayServer(engine, args.host, args.port)
+    except OSError as exc:
+        print(f"checkers-zero serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    engine.warm_up()  # after the port is ours (a port in use is said at once), before the person's first move
+    server.verbose = args.verbose
+    print(f"Playing {engine.name}: open {server.url} in your browser (Ctrl+C to stop)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped")
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,124 @@
+"""What the search asks a position's network for, and evaluators that need no network.
+
+Any object with `evaluate(planes) -> (policy_logits, wdl)` serves: planes float32 [N, NUM_PLANES, 8, 8]
+(zero.net.encoding), policy_logits float32 [N, NUM_ACTIONS], wdl float32 [N, 3] probabilities (win, draw,
+loss) for the side to move. `zero.net.inference.Evaluator` is the network one; the ones here measure the
+search on its own (uniform), give tests a deterministic position-dependent answer without torch (hash),
+or value material (a simple yardstick that knows nothing about moves). `CachedEvaluator` remembers another
+evaluator's answers by position.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Protocol
+
+import numpy as np
+
+from selfplay.tree_search.answer_table import AnswerTable, gather_hits, hash_rows, store_answers
+from zero.net.encoding import NUM_ACTIONS, PLANE_OPP_KINGS, PLANE_OPP_MEN, PLANE_OWN_KINGS, PLANE_OWN_MEN
+
+
+class PositionEvaluator(Protocol):
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+class UniformEvaluator:
+    """Equal logits for every action and one fixed win/draw/loss answer: search with no knowledge."""
+
+    def __init__(self, wdl: tuple[float, float, float] = (0.0, 1.0, 0.0)):
+        self.wdl = np.asarray(wdl, dtype=np.float32)
+        self._logits = np.zeros((0, NUM_ACTIONS), dtype=np.float32)
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = planes.shape[0]
+        if self._logits.shape[0] < n:
+            self._logits = np.zeros((n, NUM_ACTIONS), dtype=np.float32)
+        return self._logits[:n], np.broadcast_to(self.wdl, (n, 3))
+
+
+class HashEvaluator:
+    """Pseudo-random logits and win/draw/loss that depend only on the position's planes (a hash of them
+    seeds a generator): deterministic whatever the batch it comes in, different for every position, no
+    torch. Tests use it to compare searches exactly."""
+
+    def __init__(self, seed: int = 0, logit_scale: float = 1.0):
+        self.seed = seed
+        self.logit_scale = logit_scale
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = planes.shape[0]
+        logits = np.empty((n, NUM_ACTIONS), dtype=np.float32)
+        wdl = np.empty((n, 3), dtype=np.float32)
+        for i in range(n):
+            digest = hashlib.blake2b(np.ascontiguousarray(planes[i]).tobytes(), digest_size=8).digest()
+            rng = np.random.default_rng([self.seed, int.from_bytes(digest, "little")])
+            logits[i] = rng.standard_normal(NUM_ACTIONS) * self.logit_scale
+            wdl[i] = rng.dirichlet((1.0, 1.0, 1.0))
+        return logits, wdl
+
+
+class MaterialEvaluator:
+    """Uniform policy; the value leans toward the side with more material (a king counts 1.5 men)."""
+
+    def __init__(self, scale: float = 0.5):
+        self.scale = scale
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = planes.shape[0]
+        own = planes[:, PLANE_OWN_MEN].sum(axis=(1, 2)) + 1.5 * planes[:, PLANE_OWN_KINGS].sum(axis=(1, 2))
+        opp = planes[:, PLANE_OPP_MEN].sum(axis=(1, 2)) + 1.5 * planes[:, PLANE_OPP_KINGS].sum(axis=(1, 2))
+        value = np.tanh(self.scale * (own - opp))
+        wdl = np.zeros((n, 3), dtype=np.float32)
+        wdl[:, 0] = np.maximum(value, 0)
+        wdl[:, 2] = np.maximum(-value, 0)
+        wdl[:, 1] = 1 - np.abs(value)
+        return np.zeros((n, NUM_ACTIONS), dtype=np.float32), wdl
+
+
+class CachedEvaluator:
+    """Another evaluator's answers, remembered by position (a 64-bit hash of the planes: everything the
+    network sees, the no-progress and repetition planes included), in a table of `capacity` positions where
+    a new position pushes out the one of its bucket used longest ago (`selfplay.tree_search.answer_table`).
+
+    Checkers transposes often, and a game searched move after move meets again the positions of the last
+    search's tree: those cost no network call. A search given this evaluator (`selfplay.tree_search.search`) recalls
+    them while it selects its leaves, so that its network calls carry only positions the table lacks.
+    About 4 KB a position (1,024 float32 logits), so the default holds 64 MB. Answers are the same values
+    the wrapped evaluator gave, row for row.
+    """
+
+    def __init__(self, evaluator: PositionEvaluator, capacity: int = 16_384):
+        if capacity < 1:
+            raise ValueError(f"a cache holds at least one position, got capacity {capacity}")
+        self.evaluator = evaluator
+        self.capacity = capacity
+        self.table = AnswerTable(capacity)
+
+    @property
+    def hits(self) -> int:
+        return self.table.hits
+
+    @property
+    def misses(self) -> int:
+        return self.table.misses
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = planes.shape[0]
+        keys = np.empty(n, dtype=np.uint64)
+        hash_rows(np.ascontiguousarray(planes, dtype=np.float32).reshape(n, -1).view(np.uint32), keys)
+        out_logits = np.empty((n, NUM_ACTIONS), dtype=np.float32)
+        out_wdl = np.empty((n, 3), dtype=np.float32)
+        ask, answer_of = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        table = self.table
+        with table.lock:
+            asked = gather_hits(table.arrays, keys, out_logits, out_wdl, ask, answer_of)
+            table.misses += asked
+            table.hits += n - asked
+        if asked:
+            # Outside the lock: a search with calls in flight (SearchConfig.threads) makes them at once.
+            logits, wdl = self.evaluator.evaluate(planes[ask[:asked]])
+            with table.lock:
+                store_answers(table.arrays, keys, ask, asked, np.ascontiguousarray(logits, dtype=np.float32),
+                              np.ascontiguousarray(wdl, dtype=np.float32), answer_of, out_logits, out_wdl)
+        return out_logits, out_wdl

@@ -1,0 +1,394 @@
+"""Gating: candidate checkpoints play the current best; only a winner of the match is promoted.
+
+The gatekeeper owns three files of the run directory (zero.run.rundir), each rewritten atomically:
+- the best-network pointer (actors switch to it between games);
+- the ratings: the pairwise results behind every rating (train.arena.ratings);
+- the gating log: one line per decided candidate (append-only; a torn last line is ignored on reading).
+Every match is saved as PDN in the run's matches folder. While a match is played, each finished game is appended to
+its journal (zero.run.rundir `match_journal`); a match interrupted by a stop or a crash resumes from its journal, so
+only the games in flight are played again, and the gatekeeper finishes the match in progress before it takes a newer
+candidate. A match's games enter the ratings once, when it is decided, keyed by its name, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from selfplay.actors.actor import load_ballot
+from selfplay.tree_search.evaluators import CachedEvaluator
+from selfplay.tree_search.search import SearchConfig
+from train.arena.match import MATCH_CACHE_POSITIONS, MatchGame, MatchResult, NetworkPlayer, match_schedule, play_match
+from train.arena.player_specs import make_player
+from train.arena.ratings import YARDSTICKS, PlayerInfo, RatingsTable
+from train.arena.sprt import PairSprt, SprtConfig
+from zero.endgames.egdb import Egdb
+from zero.endgames.egdb_build import largest_available
+from zero.net.checkpoint import load_checkpoint
+from zero.net.inference import Evaluator
+from zero.net.quantized import cache_path
+from zero.rules.game import RulesConfig
+from zero.run.config import atomic_write_bytes, setting
+from zero.run.rundir import RunDir
+
+log = logging.getLogger(__name__)
+
+@dataclass
+class GatingConfig:
+    """Fixed search settings for every gating and rating game (no noise, most visited move); the `match`
+    command's network players search the same way. The game-length cap is the rules' max_plies."""
+
+    simulations: int = setting(64, low=1)  # root visits per move for both networks
+    parallel_games: int = setting(48, low=1)  # games in flight (their leaves share one network batch)
+    # ... when the networks run on a GPU, where each batch is a round trip shared with the actors: the whole
+    # gate at once (2 x sprt.max_pairs), so a gate costs one game's batches.
+    gpu_parallel_games: int = setting(288, low=1)
+    # One leaf per tree per network batch, so that no virtual loss bends a fixed, small budget (the many
+    # games in flight fill the batch instead).
+    search: SearchConfig = field(default_factory=lambda: SearchConfig(leaves_per_tree=1))
+    openings: str = "openings/acf_3move_144.txt"  # relative to the data folder, or an absolute path
+    sprt: SprtConfig = field(default_factory=SprtConfig)
+    # Rating games against each yardstick for every decided candidate (half with each colour).
+    rating_games: int = setting(12, low=0)
+    rating_yardsticks: list[str] = field(default_factory=lambda: ["alphabeta:2", "alphabeta:4", "alphabeta:6",
+                                                                  "alphabeta:8"])
+    # Games between neighbouring yardsticks, played once per run, that pin the yardsticks to the anchor.
+    calibration_games: int = setting(24, low=0)
+    device: str = setting("auto", choices=("auto", "cpu", "cuda"))
+    torch_threads: int = setting(1, low=1)  # CPU threads for the networks (the other cores: actors, trainer)
+    # The gatekeeper's process priority in the loop (os.nice: 0 = as the others, 19 = only idle cycles). On a
+    # 2-core machine an even share gave gating 69 % of a core, mostly for candidates it rejected, and the
+    # actor 81 %; at 10 the actor had 97 %, and 60 CPU-minutes of the loop made 28 % more positions and a
+    # network +25 (-3 .. +54) stronger (benchmarks/RESULTS.md, 2026-11-27). Gates still get the trainer's
+    # idle time. With CUDA the gates' networks share the GPU with the actors, and gating keeps an even share
+    # (gpu_niceness; a lower priority there was not measured).
+    niceness: int = setting(10, low=0, high=19)
+    gpu_niceness: int = setting(0, low=0, high=19)
+    seed: int = setting(7, low=0)
+    # Judge the endgame moves of every recorded match against the endgame database: each player's
+    # solved-endgame mistake rate in the ratings table (zero.endgames.endgame_judge).
+    judge_endgames: bool = True
+
+    def process_niceness(self, cuda: bool) -> int:
+        """The gatekeeper's niceness: the GPU's setting when the networks run on CUDA, else the CPU's."""
+        return self.gpu_niceness if self.on_gpu(cuda) else self.niceness
+
+    def on_gpu(self, cuda: bool) -> bool:
+        """Whether gating's networks run on CUDA (`device` "cuda", or "auto" on a machine with CUDA)."""
+        return self.device == "cuda" or (self.device == "auto" and cuda)
+
+    def games_in_flight(self, cuda: bool) -> int:
+        """The games a match keeps in flight: the GPU's number when the networks run on CUDA, else the CPU's."""
+        return self.gpu_parallel_games if self.on_gpu(cuda) else self.parallel_games
+
+
+def read_gating_log(run_dir: Path) -> list[dict]:
+    path = RunDir(run_dir).gating_log
+    if not path.exists():
+        return []
+    entries = []
+    for line in path.read_text().splitlines():
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a line torn by a crash: the decision it held was not completed
+    return entries
+
+
+def _append_gating_log(run_dir: Path, entry: dict) -> None:
+    entries = read_gating_log(run_dir) + [entry]
+    atomic_write_bytes(RunDir(run_dir).gating_log, "".join(json.dumps(e) + "\n" for e in entries).encode())
+
+
+class GatingInterrupted(Exception):
+    """The gatekeeper was asked to stop in the middle of a match (its finished games are in its journal)."""
+
+
+class MatchJournal:
+    """The finished games of one match in progress, one JSON line per game, appended as each game ends.
+
+    Appending (with fsync) costs one line per game where rewriting the file would cost the whole match; a
+    line torn by a crash is the last one, and reading stops there. A game that does not replay under the
+    rules (a hand-edited or damaged line) also ends the reading: the games from it on are played again."""
+
+    def __init__(self, path: Path, a: str, b: str):
+        self.path = path
+        self.a, self.b = a, b
+
+    def read(self, openings, rules: RulesConfig) -> MatchResult:
+        done = MatchResult(self.a, self.b)
+        if not self.path.exists():
+            return done
+        for line in self.path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+                opening_index = int(entry["opening_index"])
+                game = MatchGame.from_json(entry, openings[opening_index], rules)
+                if {game.black, game.white} != {self.a, self.b}:
+                    raise ValueError(f"a game of {game.black} and {game.white}")
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                log.warning("%s: reading stops at a line that is not a finished game of this match (%s); the "
+                            "games from there on are played again", self.path, exc)
+                break
+            done.add(game, game.black == self.a, opening_index)
+        return done
+
+    def append(self, game: MatchGame, result: MatchResult) -> None:
+        line = json.dumps({**game.to_json(), "opening_index": result.opening_index[-1]}) + "\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+class Gatekeeper:
+    """Decides candidates one at a time; state lives in the run directory only."""
+
+    def __init__(self, run_dir: Path, cfg: GatingConfig, rules: RulesConfig = RulesConfig(),
+                 should_stop: Callable[[], bool] = lambda: False):
+        self.run_dir = Path(run_dir)
+        self.run = RunDir(run_dir)
+        self.cfg = cfg
+        self.rules = rules
+        self.should_stop = should_stop
+        self.openings = load_ballot(cfg.openings)
+        self.device = None if cfg.device == "auto" else cfg.device
+        self._sprt: PairSprt | None = None  # the gate being played, for its status
+        torch.set_num_threads(cfg.torch_threads)
+        self.ratings_path = self.run.ratings
+
+    # -- ratings -----------------------------------------------------------------------------------------
+    def _ratings(self) -> RatingsTable:
+        table = RatingsTable.load(self.ratings_path)
+        for name in YARDSTICKS:
+            table.add_player(PlayerInfo(name, "yardstick"))
+        return table
+
+    def calibrate_yardsticks(self) -> None:
+        """Neighbouring yardsticks play each other once per run, tying them to the random anchor."""
+        table = self._ratings()
+        for weaker, stronger in zip(YARDSTICKS, YARDSTICKS[1:]):
+            if table.results.get("|".join(sorted((weaker, stronger)))):
+                self._close_journal(f"calibration-{stronger}-vs-{weaker}")
+                continue
+            name = f"calibration-{stronger}-vs-{weaker}"
+            result = self._match(name, make_player(stronger, self.cfg.seed), make_player(weaker, self.cfg.seed + 1),
+                                 self.cfg.seed, self.cfg.calibration_games, self.cfg.calibration_games)
+            self._save_match(result, name)
+            self._record(name, stronger, weaker, result)
+            self._close_journal(name)
+            log.info("calibration %s vs %s: +%d =%d -%d", stronger, weaker, result.wins, result.draws, result.losses)
+
+    def _record(self, name: str, a: str, b: str, result: MatchResult, *players: PlayerInfo) -> None:
+        """Add a match to the ratings (and the players it introduces) at most once, keyed by its name: a
+        stop between a match and the step that follows it replays the match on resume, and the replay must
+        not count again."""
+        table = self._ratings()
+        if name in table.recorded:
+            return  # before judging its endgames again
+        for info in players:
+            table.add_player(info)
+        endgame = dict(zip((a, b), result.endgame_mistakes(self.egdb))) if self.egdb is not None else None
+        table.record_match(name, a, b, result.wins, result.draws, result.losses, endgame)
+        table.save(self.ratings_path)
+
+    @functools.cached_property
+    def egdb(self) -> Egdb | None:
+        """The database that judges every recorded game's endgame moves (the largest built; the 4-piece one
+        is built on first use)."""
+        return largest_available() if self.cfg.judge_endgames else None
+
+    def rate(self, checkpoint: Path, step: int) -> None:
+        """Rating games of a checkpoint against the yardsticks (each match recorded as it ends)."""
+        player = self._network_player(checkpoint)
+        info = PlayerInfo(player.name, "checkpoint", step, str(checkpoint))
+        for spec in self.cfg.rating_yardsticks:
+            name = f"rating-{player.name}-vs-{spec}"
+            if name in self._ratings().recorded:
+                self._close_journal(name)
+                continue
+            result = self._match(name, player, make_player(spec, self.cfg.seed), self.cfg.seed + step,
+                                 self.cfg.rating_games, self.cfg.rating_games)
+            self._save_match(result, name)
+            self._record(name, player.name, spec, result, info)
+            self._close_journal(name)
+
+    # -- gating ------------------------------------------------------------------------------------------
+    def _network_player(self, checkpoint: Path) -> NetworkPlayer:
+        evaluator = CachedEvaluator(Evaluator(load_checkpoint(checkpoint).build_network(), self.device),
+                                    MATCH_CACHE_POSITIONS)
+        return NetworkPlayer(checkpoint.stem, evaluator, self.cfg.simulations, self.cfg.search)
+
+    def _journal(self, name: str, a: str, b: str) -> MatchJournal:
+        return MatchJournal(self.run.match_journal(name), a, b)
+
+    def _close_journal(self, name: str) -> None:
+        """Once the match is recorded (and, for a gate, decided): a resume must not find it in progress."""
+        self.run.match_journal(name).unlink(missing_ok=True)
+
+    def _match(self, name: str, a, b, seed: int, games: int | None, parallel: int,
+               on_game=None, should_stop=lambda _: False, done: MatchResult | None = None) -> MatchResult:
+        """A lockstep match that resumes from its journal (or from `done`, read from it already), writes
+        each finished game to it, and aborts (raising GatingInterrupted) when the gatekeeper must stop."""
+        journal = self._journal(name, a.name, b.name)
+        if done is None:
+            done = journal.read(self.openings, self.rules)
+
+        total = len(match_schedule(self.openings, games))
+
+        def finished(game: MatchGame, result: MatchResult) -> None:
+            journal.append(game, result)
+            if on_game is not None:
+                on_game(game, result)
+            self._show_match(name, result, total)
+
+        if done.games:
+            log.info("%s: resuming after %d finished games", name, len(done.games))
+        self._show_match(name, done, total)
+        result = play_match(
+            a, b, self.openings, self.rules, seed, games=games, parallel=parallel, on_game=finished,
+            should_stop=lambda r: self.should_stop() or should_stop(r), done=done,
+        )
+        if self.should_stop():
+            raise GatingInterrupted()
+        return result
+
+    def _show_match(self, name: str, result: MatchResult, total: int) -> None:
+        """The match in progress, for the loop's status line (a gate's with its SPRT against its bounds)."""
+        status = {"match": name, "games": len(result.games), "of": total, "wins": result.wins,
+                  "draws": result.draws, "losses": result.losses}
+        if self._sprt is not None:
+            # The pairs counted so far (in ballot order, so fewer than the games suggest while an early
+            # opening's game goes on); before min_pairs of them the LLR decides nothing.
+            status.update(pairs=len(self._sprt.pair_scores), min_pairs=self._sprt.config.min_pairs,
+                          llr=round(self._sprt.llr(), 2), llr_bounds=[round(self._sprt.lower_bound, 2),
+                                                                      round(self._sprt.upper_bound, 2)])
+        self.run.write_status("gatekeeper", status)
+
+    def show_idle(self) -> None:
+        self.run.write_status("gatekeeper", {"phase": "waiting for a candidate"})
+
+    def _save_match(self, result: MatchResult, name: str) -> Path:
+        path = self.run.match_pdn(name)
+        atomic_write_bytes(path, result.pdn().encode())
+        return path
+
+    def gate(self, candidate: Path, candidate_step: int, best: Path) -> dict:
+        """Play candidate against best until the SPRT decides; promote on success. Returns the log entry."""
+        cand_player = self._network_player(candidate)
+        best_player = self._network_player(best)
+        sprt = self._sprt = PairSprt(self.cfg.sprt)
+
+        def count(result: MatchResult, i: int) -> None:
+            sprt.add_game(result.opening_index[i], result.points_for_a(i))
+
+        started = time.time()
+        name = self.gate_name(candidate, best)
+        done = self._journal(name, cand_player.name, best_player.name).read(self.openings, self.rules)
+        for i in range(len(done.games)):  # the resumed games, in any order: the SPRT counts pairs in ballot order
+            count(done, i)
+        try:
+            # The SPRT decides by its pair cap at the latest, so the match is the ballot's first max_pairs
+            # openings: its status shows the real number of games, and no game starts that could not count.
+            result = self._match(name, cand_player, best_player, self.cfg.seed + candidate_step,
+                                 2 * self.cfg.sprt.max_pairs, self.cfg.games_in_flight(torch.cuda.is_available()),
+                                 on_game=lambda _, r: count(r, len(r.games) - 1),
+                                 should_stop=lambda _: sprt.decision() is not None, done=done)
+        finally:
+            self._sprt = None
+        decision = sprt.final_decision()
+        pdn_path = self._save_match(result, name)
+        elo, low, high = sprt.elo_interval() if sprt.pair_scores else (0.0, 0.0, 0.0)
+        self._record(name, cand_player.name, best_player.name, result,
+                     PlayerInfo(cand_player.name, "checkpoint", candidate_step, str(candidate)),
+                     PlayerInfo(best_player.name, "checkpoint", load_checkpoint(best).step, str(best)))
+        entry = {
+            "candidate": str(candidate), "candidate_step": candidate_step, "best": str(best),
+            "decision": decision, "games": len(result.games), "wins": result.wins, "draws": result.draws,
+            "losses": result.losses, "pairs": len(sprt.pair_scores), "llr": round(sprt.llr(), 3),
+            "elo": round(elo, 1), "elo_ci95": [round(low, 1), round(high, 1)], "pdn": str(pdn_path),
+            "seconds": round(time.time() - started, 1),
+        }
+        self.rate(candidate, candidate_step)
+        if decision == "promote":
+            self.run.write_best(candidate, candidate_step, f"won gating match {pdn_path.name}")
+        _append_gating_log(self.run_dir, entry)
+        self._close_journal(name)
+        self.prune_candidates(keep=best)
+        return entry
+
+    @staticmethod
+    def decision_line(entry: dict) -> str:
+        """A gating decision as one log line: candidate, score, Elo interval, LLR, decision."""
+        low, high = entry["elo_ci95"]
+        return (f"gate {Path(entry['candidate']).stem} vs {Path(entry['best']).stem}: "
+                f"+{entry['wins']} ={entry['draws']} -{entry['losses']} in {entry['games']} games, "
+                f"Elo {entry['elo']:+.0f} ({low:+.0f} .. {high:+.0f}), LLR {entry['llr']:.2f}: "
+                f"{entry['decision'].upper()}")
+
+    @staticmethod
+    def gate_name(candidate: Path, best: Path) -> str:
+        return f"gate-{candidate.stem}-vs-{best.stem}"
+
+    def next_candidate(self) -> tuple[int, Path] | None:
+        """The candidate to gate now: one whose match was interrupted (its finished games are kept), else the
+        newest undecided one; the others are recorded as skipped."""
+        pending = self.pending_candidates()
+        if not pending:
+            return None
+        best = self.run.read_best().path
+        started = [c for c in pending if self.run.match_journal(self.gate_name(c[1], best)).exists()]
+        chosen = started[-1] if started else pending[-1]
+        for step, path in pending:
+            if (step, path) != chosen and step < chosen[0]:
+                self.skip(path, step)
+        return chosen
+
+    def ensure_rated(self, checkpoint: Path) -> None:
+        """Calibrate the yardsticks and rate a checkpoint (the run's first best) unless done already."""
+        self.calibrate_yardsticks()
+        if checkpoint.stem not in self._ratings().players:
+            self.rate(checkpoint, load_checkpoint(checkpoint).step)
+
+    def skip(self, candidate: Path, step: int) -> None:
+        """Record a candidate that was superseded by a newer one before its turn came."""
+        _append_gating_log(self.run_dir, {"candidate": str(candidate), "candidate_step": step,
+                                          "decision": "skipped"})
+        self.prune_candidates()
+
+    def prune_candidates(self, keep: Path | None = None) -> list[Path]:
+        """Delete the candidate files gating is done with: those rejected or skipped (their match, their
+        ratings and their gating entry are kept in the run's records). Kept: candidates not decided yet (gating
+        needs them), every promoted one (the chain of best networks that reports, `ship` and the model card
+        name), the current best and `keep`. A candidate is 8.6 MB with its optimizer state, one every
+        trainer.checkpoint_every steps; nothing reads a rejected or skipped one again."""
+        entries = read_gating_log(self.run_dir)
+
+        def named(decisions: tuple[str, ...]) -> set[Path]:
+            return {Path(e["candidate"]).resolve() for e in entries if e["decision"] in decisions}
+
+        best = self.run.read_best()
+        kept = named(("promote",)) | {Path(p).resolve() for p in (best and best.path, keep) if p}
+        done_with = named(("reject", "skipped")) - kept
+        removed = [path for _, path in self.run.candidates() if path in done_with]
+        for path in removed:
+            path.unlink(missing_ok=True)
+            cache_path(path).unlink(missing_ok=True)  # its int8 model (a reanalyser or a gate made it)
+        if removed:
+            log.info("removed the candidates gating is done with: %s", ", ".join(p.name for p in removed))
+        return removed
+
+    def pending_candidates(self) -> list[tuple[int, Path]]:
+        """Candidates not yet decided, oldest first."""
+        decided = {e["candidate"] for e in read_gating_log(self.run_dir)}
+        return [(step, path) for step, path in self.run.candidates() if str(path) not in decided]
+

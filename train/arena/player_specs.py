@@ -1,0 +1,250 @@
+"""Player specs: the text a command line names a player by, turned into a player for the match engine.
+
+    random                 uniformly random legal moves
+    alphabeta:N, abN       alpha-beta over material, N plies deep
+    alphabeta:tS           the same on the clock: S seconds a move, by iterative deepening
+    classical:N            the classical engine (zero.yardsticks.classical: alpha-beta with a transposition table,
+                           quiescence and an evaluation fitted on the OCA games), N plies deep, with the
+                           4-piece endgame database's values (built on first use, seconds)
+    classical:tS           the same on the clock: S seconds a move, by iterative deepening
+    policy[:NET]           the network's raw policy, no search
+    mcts[:NET][:SIMS]      the network searching SIMS root visits a move (default 200), in lockstep with
+                           the match's other games (train.arena.match.NetworkPlayer)
+    mcts[:NET]:tS          the same on the clock: up to S seconds a move, no cap on its simulations (its
+                           games are played one at a time, and it searches as `play` does: many leaves a
+                           network call, evaluations cached, a forced move played at once, the search
+                           stopped early once its move can no longer change)
+    mcts[:NET]:tB+I        the same on a game clock: B seconds at the start and I more at each move (the
+                           time a move saves stays on the clock; selfplay.tree_search.time_manager), thinking on past
+                           a move's target while its choice is unstable; mcts:t0+0.1 spends 0.1 s a move
+                           on average, as mcts:t0.1 spends at most
+    mcts...:db             either of those with the endgame database, as `play` uses it: its positions are
+                           played from it (the largest database built, the 4-piece one built on first use)
+    mcts...:dbleaves       the same, and its positions are exact leaves of the search too
+                           (search.database_leaves)
+    mcts...:book           the experts' main line played at once where the opening book has it
+                           (zero.corpus.opening_book: the OCA games' most played move at a position at least 10
+                           of them reached in their first 30 plies; built from the OCA file on first use)
+    policy...:f32, mcts...:f32
+                           the network in float32 instead of its int8 model (on the CPU, where int8 is the
+                           default: zero.net.quantized)
+    policy...:int8raw, mcts...:int8raw
+                           the int8 model's answers alone, the positions it nearly ties not answered again in
+                           float32 (zero.net.inference)
+    mcts...:KEY=VALUE      a search setting of that player (SearchConfig), e.g. mcts:t0.1:c_puct=2.0; several
+                           may follow each other; they override what the command's search settings say. A
+                           player on the clock also takes its time manager's settings so
+                           (selfplay.tree_search.time_manager.TimeManager), e.g. mcts:t0+0.1:moves_to_go=10
+
+NET is a checkpoint file or a run directory (its current best network); left out, the shipped network.
+Every kind of player is wired here, explicitly: nothing registers itself on import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import TypeVar
+
+from selfplay.tree_search.analysis import single_game_search
+from selfplay.tree_search.evaluators import CachedEvaluator
+from selfplay.tree_search.search import SearchConfig
+from selfplay.tree_search.time_manager import GAME_CLOCK_SETTINGS, GameClock, TimeManager
+from train.arena.match import MATCH_CACHE_POSITIONS, MatchPlayer, NetworkPlayer
+from zero.run.config import ConfigError, with_overrides
+from zero.yardsticks.players import AlphaBetaPlayer, RandomPlayer
+
+DEFAULT_MCTS_SIMULATIONS = 200
+SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), classical:N or classical:tS "
+             "(the classical engine: table, quiescence, fitted evaluation), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
+             "search, default 200 simulations; mcts[:NET]:tS searches up to S seconds a move, mcts[:NET]:tB+I on a game clock of B seconds and I more a move); NET is a checkpoint file or a run directory (its best network), "
+             "the shipped network when left out; a trailing :db plays the endgame database's positions from it, :dbleaves also "
+             "makes them exact leaves of the search, :book plays the OCA experts' main line from an opening book; a trailing :f32 runs the network in float32 instead of int8, :int8raw "
+             "in int8 alone (near ties not answered again in float32); "
+             "trailing :KEY=VALUE items set that mcts player's search settings, e.g. mcts:t0.1:c_puct=2.0, "
+             "and a player on the clock's time manager, e.g. mcts:t0+0.1:moves_to_go=10")
+# The KEY=VALUE items of a spec that set a player's time manager rather than its search.
+TIME_MANAGER_SETTINGS = frozenset(f.name for f in dataclasses.fields(TimeManager))
+T = TypeVar("T", SearchConfig, TimeManager)
+_AB_SHORTHAND = re.compile(r"ab(\d+)")
+OPTIONS = ("dbleaves", "db", "f32", "int8raw", "book")  # longest first: "db" also ends "dbleaves"
+PRECISION_OPTIONS = {"f32": "float32", "int8raw": "int8-raw"}  # a spec's option -> Evaluator precision
+
+
+class PlayerSpecError(ValueError):
+    """A player spec that names no known player or has bad arguments."""
+
+
+def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) -> MatchPlayer:
+    """The player a spec names (see the module doc). `search` is the PUCT setting of mcts players."""
+    spec = spec.strip()
+    shorthand = _AB_SHORTHAND.fullmatch(spec)
+    if shorthand:
+        spec = f"alphabeta:{shorthand.group(1)}"
+    name, _, args = spec.partition(":")
+    if name == "random":
+        if args:
+            raise PlayerSpecError(f"'random' takes no arguments, got {args!r}")
+        return RandomPlayer(seed)
+    if name == "alphabeta":
+        if args.startswith("t"):
+            seconds = _seconds(args[1:])
+            if seconds is None:
+                raise PlayerSpecError(f"alpha-beta on the clock needs a positive time, e.g. alphabeta:t0.1, "
+                                      f"got {args!r}")
+            return AlphaBetaPlayer(seed=seed, seconds=seconds)
+        if not args.isdigit() or int(args) < 1:
+            raise PlayerSpecError(f"alpha-beta needs a depth of at least 1 ply (e.g. alphabeta:6 or ab6) or a time "
+                                  f"(alphabeta:t0.1), got {args!r}")
+        return AlphaBetaPlayer(int(args), seed=seed)
+    if name == "classical":
+        return _classical(args, seed)
+    args, settings = _search_settings(args)
+    args, options = _trailing_options(args)
+    precisions = sorted(options & PRECISION_OPTIONS.keys())
+    if len(precisions) > 1:
+        raise PlayerSpecError(f"{spec!r}: one precision a player, :f32 or :int8raw")
+    precision = PRECISION_OPTIONS[precisions[0]] if precisions else "auto"
+    precision_tag = "".join(f":{option}" for option in precisions)
+    if name == "policy":
+        if options - PRECISION_OPTIONS.keys() or settings:
+            raise PlayerSpecError(f"only mcts players take :db, :dbleaves, :book or search settings, got {spec!r}")
+        from zero.net.inference import SMALL_BATCH_THREADS, PolicyPlayer
+
+        # One position per call is too small a batch to gain from a GPU.
+        return PolicyPlayer(_evaluator(args, "cpu", precision, SMALL_BATCH_THREADS),
+                            name=f"policy:{args or 'default'}{precision_tag}", seed=seed)
+    if name == "mcts":
+        egdb, leaves = None, False
+        if options & {"db", "dbleaves"}:
+            from zero.endgames.egdb_build import largest_available
+
+            egdb, leaves = largest_available(), "dbleaves" in options
+        tag = ("" if egdb is None else ":dbleaves" if leaves else ":db") + (":book" if "book" in options else "")
+        tag += precision_tag
+        book = _book() if "book" in options else None
+        tag += "".join(f":{item}" for item in settings)
+        timing = [item for item in settings if item.partition("=")[0].strip() in TIME_MANAGER_SETTINGS]
+        settings = [item for item in settings if item not in timing]
+        config = dataclasses.replace(search or SearchConfig(), database_leaves=leaves)
+        net, _, budget = args.rpartition(":")
+        seconds = _seconds(budget[1:]) if budget.startswith("t") else None
+        clock = _game_clock(budget[1:], spec) if seconds is None and budget.startswith("t") and "+" in budget \
+            else None
+        clock_only = [item for item in timing if item.partition("=")[0].strip() in GAME_CLOCK_SETTINGS]
+        if seconds is not None and clock_only:
+            raise PlayerSpecError(f"{spec!r}: {', '.join(clock_only)} act only on a game clock (mcts:tB+I, e.g. "
+                                  f"mcts:t0+0.1), and this player searches a budget a move")
+        if seconds is not None or clock is not None:
+            # (a checkpoint whose name starts with t is no time: t1.pt is no number.) Its games are played
+            # one at a time, so its search fills its own batches and remembers the positions it evaluated,
+            # as the engine of `play` does, a few leaves a network call.
+            from zero.net.inference import SMALL_BATCH_THREADS
+
+            config = _with_settings(single_game_search(config), settings, spec)
+            return NetworkPlayer(f"mcts:{net or 'default'}:t{clock or f'{seconds:g}'}{tag}",
+                                 CachedEvaluator(_evaluator(net, None, precision, SMALL_BATCH_THREADS)), None, config,
+                                 seconds=seconds, egdb=egdb, clock=clock, book=book,
+                                 time_manager=_with_settings(TimeManager(), timing, spec))
+        if timing:
+            raise PlayerSpecError(f"{spec!r}: {', '.join(timing)} set the time manager of a player on the clock "
+                                  f"(mcts:tS or mcts:tB+I), and this one searches a fixed number of simulations")
+        if not budget.isdigit():
+            net, budget = args, ""
+        simulations = int(budget) if budget else DEFAULT_MCTS_SIMULATIONS
+        if simulations < 1:
+            raise PlayerSpecError(f"mcts needs at least 1 simulation, got {spec!r}")
+        return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}{tag}",
+                             CachedEvaluator(_evaluator(net, None, precision), MATCH_CACHE_POSITIONS), simulations,
+                             _with_settings(config, settings, spec), egdb=egdb, book=book)
+    raise PlayerSpecError(f"unknown player {spec!r}; players: {SPEC_HELP}")
+
+
+def _classical(args: str, seed: int) -> MatchPlayer:
+    from zero.endgames.egdb_build import QUICK_PIECES, ensure_built
+    from zero.yardsticks.classical import EvalFileError, ClassicalPlayer
+    from zero.yardsticks.classical_kernels import MAX_DEPTH
+
+    if args.startswith("t"):
+        seconds = _seconds(args[1:])
+        if seconds is None:
+            raise PlayerSpecError(f"the classical engine on the clock needs a positive time, e.g. classical:t0.1, "
+                                  f"got {args!r}")
+        depth = None
+    elif args.isdigit() and 1 <= int(args) <= MAX_DEPTH:
+        seconds, depth = None, int(args)
+    else:
+        raise PlayerSpecError(f"the classical engine needs a depth of 1 to {MAX_DEPTH} plies (e.g. classical:8) or "
+                              f"a time (classical:t0.1), got {args!r}")
+    try:
+        # The 4-piece database on every machine, so that classical:N plays the same moves everywhere.
+        return ClassicalPlayer(depth, seed=seed, seconds=seconds, egdb=ensure_built(QUICK_PIECES))
+    except EvalFileError as exc:
+        raise PlayerSpecError(str(exc)) from None
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0 < value < float("inf") else None
+
+
+def _game_clock(text: str, spec: str) -> GameClock:
+    try:
+        return GameClock.parse(text)
+    except ValueError as exc:
+        raise PlayerSpecError(f"{spec!r}: {exc}") from None
+
+
+def _with_settings(config: T, settings: list[str], spec: str) -> T:
+    try:
+        return with_overrides(config, settings)
+    except ConfigError as exc:
+        raise PlayerSpecError(f"{spec!r}: {exc}") from None
+
+
+def _search_settings(args: str) -> tuple[str, list[str]]:
+    """A spec's arguments without its trailing KEY=VALUE items, and those (in the order written)."""
+    parts = args.split(":")
+    first = len(parts)
+    while first > 0 and "=" in parts[first - 1]:
+        first -= 1
+    return ":".join(parts[:first]), parts[first:]
+
+
+def _trailing_options(args: str) -> tuple[str, set[str]]:
+    """A spec's arguments without its trailing options (:db, :dbleaves, :f32, :int8raw, in any order), and
+    those."""
+    options: set[str] = set()
+    while True:
+        for option in OPTIONS:
+            if args == option or args.endswith(":" + option):
+                args = args[: -len(option)].rstrip(":")
+                options.add(option)
+                break
+        else:
+            return args, options
+
+
+def _book():
+    """The opening book (zero.corpus.opening_book), built from the OCA games on first use."""
+    from zero.corpus.opening_book import ensure_book
+
+    try:
+        return ensure_book()
+    except OSError as exc:  # no OCA file to build it from, or no room to save it
+        raise PlayerSpecError(f"no opening book: {exc}") from None
+
+
+def _evaluator(net: str, device: str | None, precision: str = "auto", threads: int | None = None):
+    """The evaluator of a network named in a spec (on `device`, or the GPU when there is one; `threads` as
+    zero.net.inference.Evaluator's)."""
+    from zero.net.checkpoint import CheckpointError, resolve_checkpoint
+    from zero.net.inference import Evaluator
+
+    try:
+        return Evaluator.from_checkpoint(resolve_checkpoint(net), device=device, precision=precision, threads=threads)
+    except CheckpointError as exc:
+        raise PlayerSpecError(str(exc)) from None

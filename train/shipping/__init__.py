@@ -1,0 +1,2 @@
+"""Shipping a network: where it comes from (lineage, runs that continue runs) and the promotion match that
+replaces the shipped one. Imports train.arena, train.learner, selfplay and zero."""

@@ -1,0 +1,276 @@
+"""Shipping a network: the shipped one (zero.net.checkpoint.DEFAULT_CHECKPOINT) changes only for a proven better one.
+
+The rule: the candidate plays the shipped network over the whole ACF 3-move ballot (144 openings, each with
+both colours: 288 games), and replaces it only when the lower bound of the 95 % Elo interval (train.arena.match,
+over opening pairs) lies above 0. A run of fewer games is a quick look and never ships. Like is compared
+with like:
+- two networks of one shape play at equal search (both `mcts` players at the same simulations, gating's
+  search settings, in lockstep, as `checkers-zero match mcts:A:64 mcts:B:64` plays it);
+- networks of different shapes play at equal time (`seconds` a move each, one core each, the ballot split
+  over `processes` processes: train.arena.split_match), because a smaller network's worth is the search its
+  speed buys, which equal simulations would hide.
+
+The shipped network keeps its one file name (DEFAULT_CHECKPOINT); shipping rewrites it atomically with the
+candidate's weights and lineage (no optimizer state: training goes on from the run's own trainer state,
+`loop --from RUN --take-replay`), optionally in half precision, and then appends the next link of the
+chain to the model card beside it (checkpoints/README.md): the networks, runs, settings, code versions,
+games, positions and trainer steps behind it (train.shipping.lineage), and the head-to-head result against its
+predecessor.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from selfplay.actors.actor import load_ballot
+from selfplay.tree_search.evaluators import CachedEvaluator
+from train.arena.gating import GatingConfig
+from train.arena.match import MATCH_CACHE_POSITIONS, MatchResult, NetworkPlayer, format_elo, match_schedule, play_match
+from train.arena.split_match import play_split_match
+from train.learner.pretrain import predict, split_metrics
+from train.learner.pretrain_dataset import open_dataset
+from train.shipping.lineage import run_summary
+from zero.net.checkpoint import (DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint, resolve_checkpoint, save_checkpoint,
+                             weights_sha256)
+from zero.net.inference import Evaluator
+from zero.rules.game import RulesConfig
+from zero.run.config import atomic_write_bytes, check_settings, code_version, file_sha256, setting
+from zero.run.rundir import RunDir
+
+# The link of the chain a shipped network is when its file records none: the pretrained network.
+FIRST_LINK = 1
+
+
+@dataclass
+class ShipConfig:
+    """The promotion match; its defaults are the rule (see the module doc)."""
+
+    simulations: int = setting(GatingConfig.simulations, low=1)  # root visits a move, networks of one shape
+    # Networks of different shapes: seconds a move each, and processes (one core each) sharing the ballot.
+    seconds: float = setting(0.1, above=0)
+    processes: int = setting(2, low=1)
+    games: int = setting(0, low=0)  # 0: the whole ballot; fewer games are a quick look that never ships
+    openings: str = GatingConfig.openings  # relative to the data folder, or an absolute path
+    # Games in flight at equal search (their leaves share a network batch).
+    parallel_games: int = setting(GatingConfig.parallel_games, low=1)
+    seed: int = setting(0, low=0)
+    # Store the shipped weights as float16 (half the file; tests/test_ship.py shows the same moves).
+    half: bool = False
+    # A pretraining dataset of the OCA (`checkers-zero pretrain dataset --out runs/expert-oca`): the card gives
+    # the shipped network's raw policy on its test split (top-1 against the expert's move, value loss).
+    # "" or a folder without one: the card says it was not measured.
+    oca_dataset: str = "runs/expert-oca"
+
+    def validate(self) -> None:
+        check_settings(self)
+
+
+@dataclass
+class ShipOutcome:
+    result: MatchResult
+    full_ballot: bool
+    promoted: bool  # the candidate beat the shipped network by the rule, and was shipped
+    entry: str = ""  # the model card's new link (when promoted)
+
+    def verdict(self) -> str:
+        low = format_elo(self.result.elo_ci95[0])
+        if self.promoted:
+            return f"shipped: the lower bound of the Elo interval is {low}, above 0"
+        if not self.full_ballot:
+            return (f"nothing shipped: a quick look of {len(self.result.games)} games (the rule needs the whole "
+                    f"ballot; lower bound {low})")
+        return f"nothing shipped: the lower bound of the Elo interval is {low}, not above 0"
+
+
+def model_card(shipped: Path) -> Path:
+    return shipped.parent / "README.md"
+
+
+def equal_time(candidate: Checkpoint, shipped: Checkpoint) -> bool:
+    """Whether the two networks must meet at equal time rather than equal search (see the module doc)."""
+    return candidate.net_config != shipped.net_config
+
+
+def head_to_head(candidate: Path, shipped: Path, cfg: ShipConfig, progress: bool = False) -> MatchResult:
+    """The candidate (player A) against the shipped network over the ballot, at equal search or, for
+    networks of different shapes, at equal time."""
+    openings = load_ballot(cfg.openings)
+    if equal_time(load_checkpoint(candidate), load_checkpoint(shipped)):
+        if cfg.games:
+            openings = openings[:(cfg.games + 1) // 2]
+        specs = [f"mcts:{path}:t{cfg.seconds:g}" for path in (candidate, shipped)]
+        return play_split_match(*specs, openings, cfg.processes, cfg.seed, progress=progress)
+    search = GatingConfig().search
+    players = [NetworkPlayer(f"{role}:{path.stem}",
+                             CachedEvaluator(Evaluator.from_checkpoint(path), MATCH_CACHE_POSITIONS), cfg.simulations,
+                             search)
+               for role, path in (("candidate", candidate), ("shipped", shipped))]
+    return play_match(*players, openings, RulesConfig(), seed=cfg.seed, games=cfg.games or None,
+                      parallel=cfg.parallel_games, progress=progress)
+
+
+def ship(candidate_name: str | Path, cfg: ShipConfig, shipped: Path = DEFAULT_CHECKPOINT,
+         progress: bool = False) -> ShipOutcome:
+    """Play the promotion match and, when the candidate wins it by the rule, ship it (see the module doc).
+    CheckpointError for a candidate that is no checkpoint or run; ValueError for one that is shipped already."""
+    cfg.validate()
+    candidate = resolve_checkpoint(candidate_name)
+    network = load_checkpoint(candidate)
+    if weights_sha256(network.state_dict) == weights_sha256(load_checkpoint(shipped).state_dict):
+        raise ValueError(f"{candidate} holds the weights of the shipped network {shipped}")
+    result = head_to_head(candidate, shipped, cfg, progress)
+    full = len(result.games) == len(match_schedule(load_ballot(cfg.openings)))
+    outcome = ShipOutcome(result, full, full and result.elo_ci95[0] > 0)
+    if outcome.promoted:
+        outcome.entry = install(candidate, network, shipped, result, cfg)
+    return outcome
+
+
+def install(candidate: Path, network: Checkpoint, shipped: Path, result: MatchResult, cfg: ShipConfig) -> str:
+    """Replace the shipped network by the candidate (one atomic rename), then append its link to the model
+    card; returns the card's new text for the link."""
+    predecessor = load_checkpoint(shipped)
+    link = predecessor.provenance.get("ship", {}).get("link", FIRST_LINK) + 1
+    run = network.provenance.get("run")
+    summary = run_summary(Path(run)) if run and RunDir(run).made(network.provenance) else None
+    budget = ({"seconds": cfg.seconds} if equal_time(network, predecessor) else {"simulations": cfg.simulations})
+    match = {"games": len(result.games), "wins": result.wins, "draws": result.draws, "losses": result.losses,
+             "score": result.score, "elo": result.elo, "elo_ci95": list(result.elo_ci95),
+             "pairs": result.pentanomial(), **budget, "seed": cfg.seed, "openings": cfg.openings}
+    record = {"link": link, "candidate": str(candidate.resolve()), "candidate_sha256": file_sha256(candidate),
+              "candidate_code_version": network.code_version, "candidate_created": network.created,
+              "predecessor_sha256": file_sha256(shipped), "predecessor_step": predecessor.step, "match": match,
+              "oca_test": raw_policy_on_test_split(network, cfg.oca_dataset), "code_version": code_version()}
+    save_checkpoint(shipped, net=network.build_network(), net_config=network.net_config, step=network.step,
+                    parent=str(candidate.resolve()), ratings=network.ratings, metrics=network.metrics,
+                    provenance={**network.provenance, "ship": record}, extra=network.extra, half=cfg.half)
+    entry = card_entry(shipped, network, record, summary, cfg)
+    card = model_card(shipped)
+    text = card.read_text() if card.exists() else f"# The shipped network: `{shipped.name}`\n"
+    atomic_write_bytes(card, (text.rstrip("\n") + "\n\n" + entry).encode())
+    return entry
+
+
+def raw_policy_on_test_split(network: Checkpoint, dataset: str) -> dict | None:
+    """The network's raw policy and value on a pretraining dataset's test split (train.learner.pretrain's metrics),
+    or None without a dataset there."""
+    if not dataset or not (Path(dataset) / "zarr.json").exists():
+        return None
+    data = open_dataset(dataset)
+    rows = data.rows("test")
+    m = split_metrics(predict(network.build_network(), data, rows, torch.device("cpu"), 1024), data, rows)
+    return {"dataset": dataset, "positions": m["policy"]["positions"], "top1": m["policy"]["top1"],
+            "top3": m["policy"]["top3"], "value_ce": m["value"]["ce"]}
+
+
+# ------------------------------------------------------------------------------------------------ the card
+
+def card_entry(shipped: Path, network: Checkpoint, record: dict, summary: dict | None, cfg: ShipConfig) -> str:
+    """The model card's section for one shipped link (Markdown)."""
+    match = record["match"]
+    low, high = match["elo_ci95"]
+    size = shipped.stat().st_size
+    run_name = Path(summary["path"]).name if summary else "no run directory"
+    lines = [
+        f"## Link {record['link']}: `{Path(record['candidate']).name}` of {run_name}, shipped "
+        f"{load_checkpoint(shipped).created[:10]}",
+        "",
+        f"`{shipped.name}`: {size / 1e6:.1f} MB, {'float16' if cfg.half else 'float32'} weights (loaded as "
+        f"float32), no optimizer state; sha256 `{file_sha256(shipped)}`. Written by `checkers-zero ship` at code "
+        f"version {record['code_version']}.",
+        "",
+        f"- Network: `{record['candidate']}` (sha256 `{record['candidate_sha256'][:16]}…`, written at code "
+        f"version {record['candidate_code_version']}, {record['candidate_created']}); {network.net_config}; "
+        f"trainer step {network.step:,}" + _drawn(network) + ".",
+        f"- Head-to-head against link {record['link'] - 1} (sha256 `{record['predecessor_sha256'][:16]}…`, "
+        f"step {record['predecessor_step']:,}): {match['games']} games of `{match['openings']}` at "
+        f"{_budget(match)} each, seed {match['seed']}: +{match['wins']} ={match['draws']} "
+        f"-{match['losses']}, score {match['score']:.3f}, Elo {format_elo(match['elo'])} (95 % CI "
+        f"{format_elo(low)} .. {format_elo(high)}); pairs by the candidate's points 0/0.5/1/1.5/2: "
+        f"{'/'.join(str(c) for c in match['pairs'])}.",
+        _raw_policy(record.get("oca_test")),
+    ]
+    if summary is None:
+        lines.append(_pretraining(network.provenance))
+        return "\n".join(lines) + "\n"
+    lines.append(f"- Parent networks: {_parents(summary)}.")
+    lines += ["", "Runs, newest first (each as recorded by the one that continued it):", ""]
+    while summary is not None:
+        lines += _run_section(summary)
+        continued = summary["continued_from"]
+        summary = continued["source_summary"] if continued else None
+    return "\n".join(lines) + "\n"
+
+
+def _raw_policy(oca: dict | None) -> str:
+    if oca is None:
+        return "- Raw policy on the OCA test split: not measured (no dataset; ShipConfig.oca_dataset)."
+    return (f"- Raw policy on the OCA test split (`{oca['dataset']}`, {oca['positions']:,} positions with a choice): "
+            f"top-1 {oca['top1']:.1%}, top-3 {oca['top3']:.1%}; value cross-entropy {oca['value_ce']:.4f}.")
+
+
+def _pretraining(provenance: dict) -> str:
+    """The card's line for a network with no run described: pretrained or distilled, made by a run that is
+    not here, or else its provenance."""
+    if "run" in provenance:
+        return (f"- Run: `{provenance['run']}`, not on this machine (that path is absent, or another run's), so "
+                f"not described here (provenance {json.dumps(provenance, default=str)}).")
+    if "dataset" not in provenance:
+        return f"- Run: none recorded (provenance {json.dumps(provenance, default=str)})."
+    source = f"`{provenance['dataset']}` (from `{provenance.get('source')}`, sha256 " \
+             f"`{str(provenance.get('source_sha256'))[:16]}…`)"
+    teacher = f"`{provenance.get('teacher')}` (sha256 `{str(provenance.get('teacher_sha256'))[:16]}…`)"
+    made = (f"distilled from {teacher} (its policy, win/draw/loss and plies left) on {source} "
+            f"and {provenance.get('teacher_positions', 0):,} positions of the teacher's own games"
+            if provenance.get("teacher") else f"pretrained on {source}")
+    return (f"- Made by pretraining, no loop run: {made}, at code version {provenance.get('code_version')}; "
+            f"command `{provenance.get('command')}`.")
+
+
+def _budget(match: dict) -> str:
+    if "seconds" in match:
+        return f"{match['seconds']:g} s a move (equal time: the networks differ in shape)"
+    return f"{match['simulations']} simulations"
+
+
+def _drawn(network: Checkpoint) -> str:
+    extra = network.extra
+    if "samples_drawn" not in extra:
+        return ""
+    return (f", {extra['samples_drawn']:,} self-play samples drawn over {extra.get('positions_committed', 0):,} "
+            f"committed positions")
+
+
+def _parents(summary: dict) -> str:
+    initial = summary["initial"]
+    start = (f"the run started from `{initial['name']}` (step {initial['step']:,}, sha256 "
+             f"`{initial['sha256'][:16]}…`)" if initial else "the run's start is not recorded")
+    promoted = [f"`{Path(p['candidate']).name}` (+{p['wins']} ={p['draws']} -{p['losses']}, Elo {p['elo']:+.0f} "
+                f"[{p['elo_ci95'][0]:+.0f}, {p['elo_ci95'][1]:+.0f}])" for p in summary["promotions"]]
+    return start + ("; promoted in the run since: " + ", ".join(promoted) if promoted else "")
+
+
+def _run_section(summary: dict) -> list[str]:
+    lines = [f"### Run `{summary['path']}`", ""]
+    for record in summary["records"]:
+        lines.append(f"- {record['name']}: started {record['started']}, code version {record['code_version']}")
+    replay = summary["replay"]
+    if replay:
+        results = ", ".join(f"{name} {count:,}" for name, count in replay["results"].items())
+        lines.append(f"- Replay store: {replay['games']:,} games, {replay['positions']:,} positions ({results}).")
+    continued = summary["continued_from"]
+    if continued:
+        copied, trainer = continued["copied"], continued["trainer_state"]
+        best = continued["source_best"]
+        then = f"`{best['name']}`, step {best['step']:,}" if best else "no best network"
+        lines.append(f"- Continued `{continued['source']}` (its best then: {then}): took "
+                     f"{copied['games']:,} games ({copied['positions']:,} positions) of its newest "
+                     f"{copied['window']:,}, and its trainer state at step {trainer['step']:,}.")
+    if summary["config"]:
+        lines += ["", "<details><summary>loop-config.toml</summary>", "", "```toml", summary["config"].rstrip("\n"),
+                  "```", "", "</details>"]
+    return lines + [""]

@@ -1,0 +1,1 @@
+"""The `checkers-zero` subcommands of this layer: perft, pdn, egdb. Imports the rest of zero."""
