@@ -10,9 +10,10 @@ doubling with each quick failure in a row (a run shorter than `healthy_seconds`)
 After `max_quick_failures` quick failures in a row the role has failed for good: an error that recurs (a full
 disk, a corrupt file) would otherwise restart forever with nobody told. Sooner, after `max_same_failures` quick
 failures in a row that end the role's log with the same line (the last line of the same traceback; a logged
-line begins with its time and never repeats), it has failed for good with that line: the error is known, and more restarts only repeat it. A run that lasted `healthy_seconds` starts both
-counts again. A child that knows its error will recur exits with FATAL_EXIT_CODE and fails for good
-at once; a full or read-only disk does so by itself, with one line naming the file it could not write.
+line begins with its time and never repeats), it has failed for good with that line: the error is known, and
+more restarts only repeat it. A run that lasted `healthy_seconds` starts both counts again. A child that knows
+its error will recur exits with FATAL_EXIT_CODE and fails for good at once; a full or read-only disk does so by
+itself, with one line naming the file it could not write.
 `check()` reports each failure with the last lines of the role's log (a fatal one with its one-line reason),
 and `failed_roles()` names the roles given up on, for the caller to stop.
 """
