@@ -78,6 +78,10 @@ class Checkpoint:
         return net.eval()
 
 
+# The network's answers, as messages name them, in the order probe_answers and its ONNX graph give them.
+ANSWERS = ("policy", "value", "plies-left")
+
+
 @functools.cache
 def probe_planes() -> np.ndarray:
     """The planes of PROBE_FENS (float32 [len(PROBE_FENS), NUM_PLANES, 8, 8]), the later ones with a
@@ -87,7 +91,7 @@ def probe_planes() -> np.ndarray:
 
 def probe_answers(net: PolicyValueNet) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """A network's answers on the probe positions in the form its ONNX graph gives them (zero.net.onnx_model):
-    policy logits, win/draw/loss probabilities and plies left (None without that head)."""
+    policy logits, win/draw/loss probabilities and plies left (None without that head), named ANSWERS."""
     with torch.inference_mode():
         out = net.eval()(torch.from_numpy(probe_planes()))
     moves_left = None if out.moves_left is None else out.moves_left.numpy()
@@ -303,7 +307,7 @@ def _check_finite(path: Path, state_dict: dict[str, torch.Tensor], consequence: 
 def _check_answers_finite(path: Path, net: PolicyValueNet) -> None:
     """Finite weights can still answer NaN (a negative running variance) or overflow to infinity; a search,
     the int8 calibration and the trainer all fail on such answers far from the file that caused them."""
-    heads = [name for name, answer in zip(("policy", "value", "plies-left"), probe_answers(net))
+    heads = [name for name, answer in zip(ANSWERS, probe_answers(net))
              if answer is not None and not np.isfinite(answer).all()]
     if heads:
         raise CheckpointError(f"{path}: the network's outputs are not finite on fixed positions ({', '.join(heads)}), "
