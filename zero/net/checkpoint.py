@@ -84,8 +84,8 @@ ANSWERS = ("policy", "value", "plies-left")
 
 @functools.cache
 def probe_planes() -> np.ndarray:
-    """The planes of PROBE_FENS (float32 [len(PROBE_FENS), NUM_PLANES, 8, 8]), the later ones with a
-    no-progress count and a repetition."""
+    """The planes of PROBE_FENS (float32 [len(PROBE_FENS), NUM_PLANES, 8, 8]): each after the first with a
+    no-progress count, every other one a repetition."""
     return np.stack([encode(fen_to_position(fen), 9 * i, 1 + i % 2) for i, fen in enumerate(PROBE_FENS)])
 
 
