@@ -188,3 +188,30 @@ def test_weights_that_are_not_finite_are_refused(saved, tmp_path, monkeypatch):
     monkeypatch.undo()
     with pytest.raises(CheckpointError, match="nan.pt: the network's weights are not finite"):
         load_checkpoint(path)
+
+
+def _negative_variances(net: PolicyValueNet) -> None:
+    for name, buffer in net.named_buffers():
+        if name.endswith("running_var"):
+            buffer.fill_(-1.0)
+
+
+def _overflowing_weights(net: PolicyValueNet) -> None:
+    for parameter in net.parameters():
+        parameter.mul_(1e30)
+
+
+@pytest.mark.parametrize("spoil", [_negative_variances, _overflowing_weights])
+def test_finite_weights_whose_answers_are_not_finite_are_refused_on_load(saved, tmp_path, spoil):
+    # Such weights hash and save like any others (the checksums are the normal save's); the network they make
+    # answers NaN or infinity, which every consumer used to meet far from the file (a traceback in the int8
+    # calibration, "Probabilities contain NaN" in a match, an actor restarting forever).
+    net, _, _ = saved
+    with torch.no_grad():
+        spoil(net)
+    path = save_checkpoint(tmp_path / "bad.pt", net=net, net_config=TINY, step=1)
+    with pytest.raises(CheckpointError) as refused:
+        load_checkpoint(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: the network's outputs are not finite on fixed positions (")
+    assert "\n" not in message

@@ -242,6 +242,26 @@ def test_only_rejected_and_skipped_candidates_are_pruned(setup):
     assert [cache_path(paths[s]).exists() for s in (300, 400, 500)] == [False, True, True]  # no orphaned cache
 
 
+def test_a_candidate_whose_network_answers_nan_is_refused_never_promoted(setup):
+    # Before: its finite weights passed, and the match died on "Probabilities contain NaN".
+    run, cfg, (best, _) = setup
+    run.write_best(best, 100, "test")
+    net = PolicyValueNet(TINY)
+    with torch.no_grad():
+        for name, buffer in net.named_buffers():
+            if name.endswith("running_var"):
+                buffer.fill_(-1.0)
+    bad = save_checkpoint(run.candidate(300), net=net, net_config=TINY, step=300)
+    keeper = Gatekeeper(run.root, cfg)
+    assert keeper.next_candidate() == (300, bad)
+    entry = keeper.gate(bad, 300, best)
+    assert entry["decision"] == "refused" and "outputs are not finite" in entry["reason"]
+    assert keeper.decision_line(entry) == f"gate candidate-0000300: REFUSED, never promoted: {entry['reason']}"
+    assert run.read_best().path == best and not bad.exists()
+    assert read_gating_log(run.root)[-1] == entry and keeper.next_candidate() is None
+    assert "candidate-0000300" not in RatingsTable.load(run.ratings).players
+
+
 def test_a_gate_on_a_gpu_plays_the_whole_ballot_at_once():
     # On a GPU each network batch is a round trip shared with the actors: 48 games in flight left a gate
     # undecided after 6 minutes of a lease.

@@ -239,6 +239,25 @@ def test_the_gpu_configuration_runs_on_the_cpu(tmp_path):
     check_invariants(run, run / "checkpoints" / "initial-tiny.pt", {})
 
 
+def test_a_loop_from_a_network_that_answers_nan_stops_in_one_line(tmp_path):
+    # Before: the run started, actor 0 restarted with the same traceback three times a minute while the
+    # status line said the first games were being played, and the loop exited 0.
+    _, config = tiny_loop(tmp_path)
+    net = PolicyValueNet(TINY_NET)
+    with torch.no_grad():
+        for name, buffer in net.named_buffers():
+            if name.endswith("running_var"):
+                buffer.fill_(-1.0)
+    bad = save_checkpoint(tmp_path / "bad.pt", net=net, net_config=TINY_NET, step=0)
+    run = tmp_path / "run"
+    with reaped(start_loop(run, config, "--from", str(bad), "--minutes", "0.2")) as proc:
+        out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 2
+    assert out == (f"error: initial checkpoint: {bad}: the network's outputs are not finite on fixed positions "
+                   f"(policy, value, plies-left), though its weights are; it cannot be used\n")
+    assert not RunDir(run).best_file.exists()
+
+
 def test_the_runs_clock_goes_on_across_sessions(tmp_path):
     # Before: the minute counter restarted at 0 when a run was resumed.
     from train.loop.driver import record_run_minutes, run_minutes

@@ -5,7 +5,9 @@ damaged)."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
+import os
 import threading
 import time
 
@@ -191,6 +193,72 @@ def test_a_damaged_int8_model_is_rebuilt_never_used(tiny, capsys, damage, reason
     assert cached.read_bytes() == intact  # the recipe is deterministic
     planes = np.stack([encode_game(Game())] * 2)
     np.testing.assert_array_equal(reference.evaluate(planes)[1], rebuilt.evaluate(planes)[1])
+
+
+def derive_in_time(path, capsys, seconds: float = 60) -> tuple[Evaluator, str]:
+    """derive(), failing rather than hanging when it does not return in time (a FIFO's reader waits for a
+    writer forever: it is given one then, so that the thread ends)."""
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["evaluator"] = Evaluator.from_checkpoint(path, "cpu")
+        except BaseException as exc:  # re-raised in the test's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        cached = quantized.cache_path(path)
+        if cached.is_fifo():
+            os.close(os.open(cached, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(seconds)
+        pytest.fail(f"reading the int8 cache did not return in {seconds:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    assert outcome["evaluator"].precision == "int8"
+    return outcome["evaluator"], capsys.readouterr().err
+
+
+def forged(tiny, graph: bytes) -> bytes:
+    """A cache of `graph` under a header that names the checkpoint at `tiny`, with the graph's true sha256."""
+    header = {**quantized.cache_key(load_checkpoint(tiny)), "graph_sha256": hashlib.sha256(graph).hexdigest()}
+    return json.dumps(header, sort_keys=True).encode() + b"\n" + graph
+
+
+def another_networks_graph() -> bytes:
+    torch.manual_seed(1)
+    return quantized.quantize(PolicyValueNet(TINY))
+
+
+@pytest.mark.parametrize("plant, reason", [
+    (lambda cached, intact, tiny: os.mkfifo(cached), "not a regular file"),
+    (lambda cached, intact, tiny: cached.symlink_to("/dev/zero"), "a symbolic link, not a file"),
+    (lambda cached, intact, tiny: (cached.with_name("elsewhere").write_bytes(intact),
+                                   cached.symlink_to(cached.with_name("elsewhere"))), "a symbolic link, not a file"),
+    (lambda cached, intact, tiny: cached.write_bytes(intact + bytes(quantized.cache_size_limit(load_checkpoint(tiny)))),
+     "larger than any int8 model of this network can be"),
+    (lambda cached, intact, tiny: cached.write_bytes(forged(tiny, b"not an ONNX graph" * 100)),
+     "a graph that does not load or run (InvalidProtobuf)"),
+    (lambda cached, intact, tiny: cached.write_bytes(forged(tiny, another_networks_graph())),
+     "a graph that answers unlike its checkpoint on fixed positions (policy off by"),
+], ids=["fifo", "link-to-dev-zero", "link-to-a-good-cache", "oversized", "junk-graph", "another-networks-graph"])
+def test_an_int8_cache_that_is_no_file_or_no_model_of_its_checkpoint_is_rebuilt(tiny, capsys, plant, reason):
+    # Before: a FIFO hung every consumer, a link to /dev/zero was read until the memory ran out, a junk graph
+    # under a consistent header was a traceback in every consumer, and another network's graph under a forged
+    # header was used without a word.
+    reference, _ = derive(tiny, capsys)
+    cached = quantized.cache_path(tiny)
+    intact = cached.read_bytes()
+    cached.unlink()
+    plant(cached, intact, tiny)
+    rebuilt, said = derive_in_time(tiny, capsys)
+    assert f"the cached int8 model {cached} is {reason}" in said and said.count("rebuilding it") == 1
+    assert not cached.is_symlink() and cached.read_bytes() == intact  # a regular file again, the model rebuilt
+    planes = np.stack([encode_game(Game())] * 2)
+    for answer, expected in zip(rebuilt.predict(planes), reference.predict(planes)):
+        np.testing.assert_array_equal(answer, expected)
 
 
 @pytest.mark.parametrize("full_disk", [False, True])

@@ -57,6 +57,15 @@ def disk_full_with_a_pending_task(record: str) -> None:
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
+def raise_the_same_error(record: str) -> None:
+    note_start(record)
+    raise RuntimeError("the network answers NaN (simulated)")
+
+
+def raise_another_error_each_time(record: str) -> None:
+    raise RuntimeError(f"error number {note_start(record)} (simulated)")
+
+
 def finish(record: str) -> None:
     note_start(record)
 
@@ -115,6 +124,25 @@ def test_healthy_run_starts_the_failure_count_again(supervised):
     events = run_until(sup, sup.failed_roles)
     assert starts(record) == 5
     assert re.findall(r"quick failure (\d) of 3", " ".join(events)) == ["1", "2", "1", "2"]
+
+
+def test_a_role_failing_the_same_way_stops_with_that_line(supervised):
+    # Before: an actor whose network answered NaN restarted with the same traceback until the quick-failure
+    # limit (minutes at the loop's backoff), while the status line said the first games were being played.
+    sup, record = supervised(raise_the_same_error, restart_delay=0.05, max_restart_delay=0.1, healthy_seconds=60,
+                             max_quick_failures=6)
+    *_, last = run_until(sup, sup.failed_roles)
+    assert starts(record) == 3
+    assert last.endswith("failed the same way 3 times in a row, not restarted: "
+                         "RuntimeError: the network answers NaN (simulated)")
+    assert "\n" not in last
+
+
+def test_a_role_failing_differently_each_time_is_restarted_up_to_the_quick_failure_limit(supervised):
+    sup, record = supervised(raise_another_error_each_time, restart_delay=0.05, max_restart_delay=0.1,
+                             healthy_seconds=60, max_quick_failures=4)
+    *_, last = run_until(sup, sup.failed_roles)
+    assert starts(record) == 4 and "failed for good after 4 quick failures in a row" in last
 
 
 @pytest.mark.parametrize(("target", "words"), [

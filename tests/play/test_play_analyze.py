@@ -8,12 +8,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from play.analysis_json import analysis_json
 from play.cli.main import main
 from play.engine import DRAW_ACCEPT_MAX_SCORE, LEVELS, Budget, Engine, EngineError, budget_for
 from play.session import HumanGame, PlayError, new_game
 from zero.corpus.pdn import write_game
+from zero.net.checkpoint import save_checkpoint
+from zero.net.network import NetworkConfig, PolicyValueNet
 from zero.rules.game import Game, Position
 from zero.rules.notation import fen_to_position, resolve_move
 
@@ -66,6 +69,22 @@ def test_bad_input_is_a_clear_error(capsys, tiny_checkpoint, tmp_path):
     assert code == 2 and "the game is over" in err
     code, _, err = analyze(capsys, tiny_checkpoint, "--pdn", str(tmp_path / "missing.pdn"))
     assert code == 2 and "cannot read" in err
+
+
+def test_a_checkpoint_whose_answers_are_not_finite_is_refused_in_one_line(capsys, tmp_path):
+    # Finite weights, checksums as the normal save writes them: the network answers NaN, and analyze used to
+    # die in the int8 model's calibration with a traceback.
+    cfg = NetworkConfig(blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=16)
+    net = PolicyValueNet(cfg)
+    with torch.no_grad():
+        for name, buffer in net.named_buffers():
+            if name.endswith("running_var"):
+                buffer.fill_(-1.0)
+    bad = save_checkpoint(tmp_path / "bad.pt", net=net, net_config=cfg, step=1)
+    code, out, err = analyze(capsys, bad, "--fen", "B:W21-32:B1-12", "--sims", "8")
+    assert code == 2 and out == ""
+    assert err == f"checkers-zero analyze: {bad}: the network's outputs are not finite on fixed positions " \
+                  f"(policy, value, plies-left), though its weights are; it cannot be used\n"
 
 
 def test_levels_and_budgets():

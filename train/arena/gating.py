@@ -3,7 +3,8 @@
 The gatekeeper owns three files of the run directory (zero.run.rundir), each rewritten atomically:
 - the best-network pointer (actors switch to it between games);
 - the ratings: the pairwise results behind every rating (train.arena.ratings);
-- the gating log: one line per decided candidate (append-only; a torn last line is ignored on reading).
+- the gating log: one line per decided candidate (append-only; a torn last line is ignored on reading): promoted,
+  rejected, skipped (a newer one came first) or refused (its checkpoint does not load, zero.net.checkpoint).
 Every match is saved as PDN in the run's matches folder. While a match is played, each finished game is appended to
 its journal (zero.run.rundir `match_journal`); a match interrupted by a stop or a crash resumes from its journal, so
 only the games in flight are played again, and the gatekeeper finishes the match in progress before it takes a newer
@@ -32,7 +33,7 @@ from train.arena.ratings import YARDSTICKS, PlayerInfo, RatingsTable
 from train.arena.sprt import PairSprt, SprtConfig
 from zero.endgames.egdb import Egdb
 from zero.endgames.egdb_build import largest_available
-from zero.net.checkpoint import load_checkpoint
+from zero.net.checkpoint import CheckpointError, load_checkpoint
 from zero.net.inference import Evaluator
 from zero.net.quantized import cache_path
 from zero.rules.game import RulesConfig
@@ -283,8 +284,12 @@ class Gatekeeper:
         return path
 
     def gate(self, candidate: Path, candidate_step: int, best: Path) -> dict:
-        """Play candidate against best until the SPRT decides; promote on success. Returns the log entry."""
-        cand_player = self._network_player(candidate)
+        """Play candidate against best until the SPRT decides; promote on success. Returns the log entry. A
+        candidate whose checkpoint does not load (one whose network answers NaN, say) is refused unplayed."""
+        try:
+            cand_player = self._network_player(candidate)
+        except CheckpointError as exc:
+            return self.refuse(candidate, candidate_step, exc)
         best_player = self._network_player(best)
         sprt = self._sprt = PairSprt(self.cfg.sprt)
 
@@ -326,9 +331,20 @@ class Gatekeeper:
         self.prune_candidates(keep=best)
         return entry
 
+    def refuse(self, candidate: Path, step: int, problem: CheckpointError) -> dict:
+        """Record a candidate that cannot play: never promoted, never rated, its file removed. Returns the log
+        entry."""
+        entry = {"candidate": str(candidate), "candidate_step": step, "decision": "refused", "reason": str(problem)}
+        _append_gating_log(self.run_dir, entry)
+        self.prune_candidates()
+        return entry
+
     @staticmethod
     def decision_line(entry: dict) -> str:
-        """A gating decision as one log line: candidate, score, Elo interval, LLR, decision."""
+        """A gating decision as one log line: candidate, score, Elo interval, LLR, decision (a refusal's
+        reason instead of the match)."""
+        if entry["decision"] == "refused":
+            return f"gate {Path(entry['candidate']).stem}: REFUSED, never promoted: {entry['reason']}"
         low, high = entry["elo_ci95"]
         return (f"gate {Path(entry['candidate']).stem} vs {Path(entry['best']).stem}: "
                 f"+{entry['wins']} ={entry['draws']} -{entry['losses']} in {entry['games']} games, "
@@ -366,8 +382,8 @@ class Gatekeeper:
         self.prune_candidates()
 
     def prune_candidates(self, keep: Path | None = None) -> list[Path]:
-        """Delete the candidate files gating is done with: those rejected or skipped (their match, their
-        ratings and their gating entry are kept in the run's records). Kept: candidates not decided yet (gating
+        """Delete the candidate files gating is done with: those rejected, skipped or refused (their match,
+        their ratings and their gating entry are kept in the run's records). Kept: candidates not decided yet (gating
         needs them), every promoted one (the chain of best networks that reports, `ship` and the model card
         name), the current best and `keep`. A candidate is 8.6 MB with its optimizer state, one every
         trainer.checkpoint_every steps; nothing reads a rejected or skipped one again."""
@@ -378,7 +394,7 @@ class Gatekeeper:
 
         best = self.run.read_best()
         kept = named(("promote",)) | {Path(p).resolve() for p in (best and best.path, keep) if p}
-        done_with = named(("reject", "skipped")) - kept
+        done_with = named(("reject", "skipped", "refused")) - kept
         removed = [path for _, path in self.run.candidates() if path in done_with]
         for path in removed:
             path.unlink(missing_ok=True)

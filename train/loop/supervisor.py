@@ -8,9 +8,12 @@ never finds two trainers or two writers of one actor's arrays.
 A crashed role is restarted with a growing delay: at least `restart_delay` seconds after its previous start,
 doubling with each quick failure in a row (a run shorter than `healthy_seconds`) up to `max_restart_delay`.
 After `max_quick_failures` quick failures in a row the role has failed for good: an error that recurs (a full
-disk, a corrupt file) would otherwise restart forever with nobody told. A run that lasted `healthy_seconds`
-starts the count again. A child that knows its error will recur exits with FATAL_EXIT_CODE and fails for good
-at once; a full or read-only disk does so by itself, with one line naming the file it could not write.
+disk, a corrupt file) would otherwise restart forever with nobody told. Sooner, after `max_same_failures` quick
+failures in a row that end the role's log with the same line (the last line of the same traceback; a logged
+line begins with its time and never repeats), it has failed for good with that line: the error is known, and
+more restarts only repeat it. A run that lasted `healthy_seconds` starts both counts again. A child that knows
+its error will recur exits with FATAL_EXIT_CODE and fails for good at once; a full or read-only disk does so by
+itself, with one line naming the file it could not write.
 `check()` reports each failure with the last lines of the role's log (a fatal one with its one-line reason),
 and `failed_roles()` names the roles given up on, for the caller to stop.
 """
@@ -113,6 +116,8 @@ class Role:
     restarts: int = 0
     started_at: float = 0.0  # time.monotonic() of the latest start
     quick_failures: int = 0  # crashes in a row, each after a run shorter than healthy_seconds
+    last_error: str | None = None  # the last line of the role's log after its latest crash
+    same_failures: int = 0  # quick failures in a row whose log ended with last_error
     restart_at: float | None = None  # when a crashed role is due to start again
     done: bool = False  # exited cleanly on its own (e.g. a game limit was reached)
     failed: bool = False  # given up on: not restarted again
@@ -126,6 +131,7 @@ class Supervisor:
     max_restart_delay: float = 300.0
     healthy_seconds: float = 300.0  # a run this long before a crash starts the failure count again
     max_quick_failures: int = 5
+    max_same_failures: int = 3
 
     def __post_init__(self) -> None:
         self._ctx = mp.get_context("spawn")
@@ -178,6 +184,15 @@ class Supervisor:
         if code == FATAL_EXIT_CODE:
             role.failed = True
             return f"{what} (fatal: its error would recur); failed for good, not restarted{self._tail(role, 1)}"
+        # A process killed by a signal wrote no error of its own: its log's last line says nothing of why.
+        path = self._log_path(role)
+        error = next(iter(_log_tail(path, 1)), None) if path and code > 0 else None
+        same = error is not None and error == role.last_error and role.quick_failures > 1
+        role.same_failures = role.same_failures + 1 if same else 1
+        role.last_error = error
+        if same and role.same_failures >= self.max_same_failures:
+            role.failed = True
+            return f"{what}; failed the same way {role.same_failures} times in a row, not restarted: {error}"
         if role.quick_failures >= self.max_quick_failures:
             role.failed = True
             return (f"{what}; failed for good after {role.quick_failures} quick failures in a row "

@@ -9,6 +9,11 @@ The header lets a loader tell a truncated file (fewer payload bytes than announc
 anything. Inside, the weights carry their own sha256 (over the tensors in key order), so weights copied out of
 a checkpoint can be checked too. Files are written to a temporary name and renamed: a reader sees the old
 file or the new one, never half of one.
+
+Finite weights do not make a usable network (a batch norm's running variance below zero, weights that
+overflow in the tower): a loaded network is run once on a few fixed positions (`probe_planes`), and one whose
+policy, value or plies left are not finite there is refused as its file is, before any consumer's search,
+calibration or training meets NaN.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from zero.net.encoding import ENCODING_VERSION
+from zero.net.encoding import ENCODING_VERSION, encode
 from zero.net.network import NetworkConfig, PolicyValueNet
+from zero.rules.notation import fen_to_position
 from zero.run.config import atomic_write_bytes, code_version
 from zero.run.data import REPOSITORY
 from zero.run.rundir import RunDir, RunDirError
@@ -36,6 +43,12 @@ MAX_HEADER = 256
 DEFAULT_CHECKPOINT = REPOSITORY / "checkpoints" / "shipped.pt"
 # The code a process runs is fixed when it starts; asking git once spares a trainer a subprocess per save.
 _code_version = functools.cache(code_version)
+# The positions every loaded network is run on (and its int8 model held to, zero.net.quantized): the start,
+# a middle game, and endgames with kings on either side with a no-progress count and a repetition, so that
+# every input plane takes part. A handful: one small batch per load.
+PROBE_FENS = ("B:W21-32:B1-12", "W:W18,19,21,22,23,25,26,27,28,29,31,32:B1,2,3,4,6,7,9,10,11,13,14,15",
+              "W:W17,20,22,24,26,28,30,31:B1,3,6,7,9,11,12,16", "B:W12,14,15,29:B2,7,13", "B:W21,28,32:BK4,14",
+              "W:WK10,K19,27:BK14,23", "W:W5,K30:BK6,K27,3", "B:W18,K26,31:B9,K14,22")
 
 
 class CheckpointError(Exception):
@@ -63,6 +76,26 @@ class Checkpoint:
         net = PolicyValueNet(self.net_config)
         net.load_state_dict(self.state_dict)
         return net.eval()
+
+
+# The network's answers, as messages name them, in the order probe_answers and its ONNX graph give them.
+ANSWERS = ("policy", "value", "plies-left")
+
+
+@functools.cache
+def probe_planes() -> np.ndarray:
+    """The planes of PROBE_FENS (float32 [len(PROBE_FENS), NUM_PLANES, 8, 8]): each after the first with a
+    no-progress count, every other one a repetition."""
+    return np.stack([encode(fen_to_position(fen), 9 * i, 1 + i % 2) for i, fen in enumerate(PROBE_FENS)])
+
+
+def probe_answers(net: PolicyValueNet) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A network's answers on the probe positions in the form its ONNX graph gives them (zero.net.onnx_model):
+    policy logits, win/draw/loss probabilities and plies left (None without that head), named ANSWERS."""
+    with torch.inference_mode():
+        out = net.eval()(torch.from_numpy(probe_planes()))
+    moves_left = None if out.moves_left is None else out.moves_left.numpy()
+    return out.policy_logits.numpy(), torch.softmax(out.wdl_logits, dim=1).numpy(), moves_left
 
 
 def resolve_checkpoint(name: str | Path | None = None) -> Path:
@@ -215,11 +248,14 @@ def _from_payload(path: Path, obj: dict, expect_config: NetworkConfig | None) ->
             f"{path}: network config differs from the expected one: "
             + ", ".join(f"{k}: expected {a}, checkpoint has {b}" for k, (a, b) in diff.items())
         )
-    _check_weights_fit(path, cfg, state_dict)
+    net = PolicyValueNet(cfg)
+    _check_weights_fit(path, cfg, net, state_dict)
     _check_finite(path, state_dict, "it cannot be used")
     # Weights stored in half precision (save_checkpoint's half) compute in float32 like all others.
     half = any(v.dtype == torch.float16 for v in state_dict.values())
     state_dict = {k: v.float() if v.is_floating_point() else v for k, v in state_dict.items()}
+    net.load_state_dict(state_dict)
+    _check_answers_finite(path, net)
     return Checkpoint(
         net_config=cfg,
         state_dict=state_dict,
@@ -237,9 +273,10 @@ def _from_payload(path: Path, obj: dict, expect_config: NetworkConfig | None) ->
     )
 
 
-def _check_weights_fit(path: Path, cfg: NetworkConfig, state_dict: dict[str, torch.Tensor]) -> None:
-    """The stored weights must be exactly those of a network built from the stored config."""
-    expected = {k: tuple(v.shape) for k, v in PolicyValueNet(cfg).state_dict().items()}
+def _check_weights_fit(path: Path, cfg: NetworkConfig, net: PolicyValueNet,
+                       state_dict: dict[str, torch.Tensor]) -> None:
+    """The stored weights must be exactly those of `net`, a network built from the stored config."""
+    expected = {k: tuple(v.shape) for k, v in net.state_dict().items()}
     found = {k: tuple(v.shape) for k, v in state_dict.items()}
     problems = []
     missing = sorted(set(expected) - set(found))
@@ -265,3 +302,13 @@ def _check_finite(path: Path, state_dict: dict[str, torch.Tensor], consequence: 
         raise CheckpointError(f"{path}: the network's weights are not finite (NaN or infinite in {len(bad)} of "
                               f"{len(state_dict)} tensors, e.g. {bad[0]}): the training that made them diverged; "
                               f"{consequence}")
+
+
+def _check_answers_finite(path: Path, net: PolicyValueNet) -> None:
+    """Finite weights can still answer NaN (a negative running variance) or overflow to infinity; a search,
+    the int8 calibration and the trainer all fail on such answers far from the file that caused them."""
+    heads = [name for name, answer in zip(ANSWERS, probe_answers(net))
+             if answer is not None and not np.isfinite(answer).all()]
+    if heads:
+        raise CheckpointError(f"{path}: the network's outputs are not finite on fixed positions ({', '.join(heads)}), "
+                              f"though its weights are; it cannot be used")

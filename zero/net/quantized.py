@@ -11,20 +11,26 @@ The rest of the tower is int8.
 
 The checkpoint stays the one source of truth. The int8 model is cached beside it as `<checkpoint>.int8`:
 one header line (a JSON object naming the weights' sha256, the network config, the encoding version, this
-recipe's version, onnxruntime's version and the graph's sha256), then the ONNX graph. A cached model whose
-header does not name this checkpoint and this code, or whose graph does not hash to its header, is rebuilt
-with a message; one that cannot be written (a read-only directory) is kept in memory for the process.
+recipe's version, onnxruntime's version and the graph's sha256), then the ONNX graph. The cache is anyone's
+file, so none of that is trusted on its own: it is read only when it is a regular file (no link followed, so
+no FIFO blocks the read and no /dev/zero fills the memory) no larger than the network's int8 model can be, and
+used only when its header names this checkpoint and this code, its graph hashes to its header, loads, and
+answers like the checkpoint's float32 network on the fixed positions every loaded network is run on
+(zero.net.checkpoint.probe_planes). Anything else is rebuilt, with one line saying why; a model that cannot
+be written (a read-only directory) is kept in memory for the process.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import io
 import json
 import logging
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -32,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zero.net.checkpoint import Checkpoint, weights_sha256
+from zero.net.checkpoint import ANSWERS, Checkpoint, probe_answers, probe_planes, weights_sha256
 from zero.net.encoding import ENCODING_VERSION
 from zero.net.onnx_model import export_onnx, onnx_session
 from zero.net.sampled_games import sampled_positions
@@ -46,6 +52,13 @@ CALIBRATION_POSITIONS = 4096
 CALIBRATION_GAMES = 64  # games played at once for the calibration positions (one network batch a ply)
 CALIBRATION_SEED = 20261125
 CALIBRATION_BATCH = 256
+# How far a cached model's answers on the probe positions may lie from the float32 network's, per answer: the
+# mean difference at most AGREEMENT_SHARE of the float32 answers' mean distance from their own mean, plus a
+# floor in the answer's unit (logits, probabilities, plies) for answers that hardly vary over the positions (a
+# fresh network's). int8 rounding stayed within 0.08 of that spread on the shipped and on fresh networks;
+# another network's graph lies at about 1 of it or beyond.
+AGREEMENT_SHARE = 0.25
+AGREEMENT_FLOOR = {"policy": 0.01, "value": 0.01, "plies-left": 0.5}
 
 
 def notify(message: str) -> None:
@@ -123,10 +136,38 @@ class _Unusable(Exception):
     """A cached model that must not be used; the message says why."""
 
 
-def read_cached(path: Path, key: dict) -> bytes:
-    """The graph cached at path, when its header matches key and the graph its hash. Raises
-    FileNotFoundError when there is none, _Unusable when there is one that must be rebuilt."""
-    data = path.read_bytes()
+def cache_size_limit(checkpoint: Checkpoint) -> int:
+    """The most bytes a cache of this checkpoint's int8 model is read to. The graph holds each weight once, in
+    four bytes at most (the stem and heads stay float32), with scales and nodes beside: 0.8 to 1.05 times the
+    float32 weights' bytes as measured. Twice those and a mebibyte is more than any real cache, and bounds what
+    a file that is none can make a process read."""
+    return 2 * 4 * sum(tensor.numel() for tensor in checkpoint.state_dict.values()) + 2**20
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file at path, at most `limit` of them; raises FileNotFoundError when there is
+    none, _Unusable for a link, a FIFO, a device, a directory or a larger file."""
+    try:
+        # O_NONBLOCK: opening a FIFO waits for a writer otherwise, before fstat could refuse it.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _Unusable("a symbolic link, not a file") from None
+        raise
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _Unusable("not a regular file")
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise _Unusable(f"larger than any int8 model of this network can be ({limit} bytes)")
+    return data
+
+
+def read_cached(path: Path, key: dict, limit: int) -> bytes:
+    """The graph cached at path, when the file is a regular one of at most `limit` bytes, its header matches
+    key and the graph its hash. Raises FileNotFoundError when there is none, _Unusable when there is one that
+    must be rebuilt."""
+    data = read_bounded(path, limit)
     newline = data.find(b"\n")
     try:
         header = json.loads(data[:newline]) if newline > 0 else None
@@ -140,6 +181,32 @@ def read_cached(path: Path, key: dict) -> bytes:
         raise _Unusable(f"stale ({', '.join(stale)} changed)")
     if hashlib.sha256(graph).hexdigest() != header.get("graph_sha256"):
         raise _Unusable("damaged (the graph does not match its sha256)")
+    return graph
+
+
+def check_answers(graph: bytes, checkpoint: Checkpoint) -> None:
+    """Raises _Unusable unless the graph loads and answers like the checkpoint's float32 network on the probe
+    positions (AGREEMENT_SHARE): a header and a hash are only as good as whoever wrote them."""
+    try:
+        outputs = onnx_session(graph, threads=1).run(None, {"planes": probe_planes()})
+        answers = [np.asarray(output, dtype=np.float32) for output in outputs]
+    except Exception as exc:  # onnxruntime's own exceptions (InvalidProtobuf, Fail, ...) share no base class
+        raise _Unusable(f"a graph that does not load or run ({type(exc).__name__})") from None
+    expected = [answer for answer in probe_answers(checkpoint.build_network()) if answer is not None]
+    if [a.shape for a in answers] != [e.shape for e in expected]:
+        raise _Unusable("a graph of another network (its answers have other shapes)")
+    for name, got, want in zip(ANSWERS, answers, expected):
+        error = float(np.abs(got - want).mean())
+        # `not <=`: a NaN error is a failed check too
+        if not error <= AGREEMENT_SHARE * float(np.abs(want - want.mean()).mean()) + AGREEMENT_FLOOR[name]:
+            raise _Unusable(f"a graph that answers unlike its checkpoint on fixed positions ({name} off by "
+                            f"{error:.3g} on average)")
+
+
+def usable_cached(path: Path, key: dict, checkpoint: Checkpoint) -> bytes:
+    """read_cached's graph, once check_answers has held it to the checkpoint."""
+    graph = read_cached(path, key, cache_size_limit(checkpoint))
+    check_answers(graph, checkpoint)
     return graph
 
 
@@ -170,14 +237,14 @@ def int8_graph(checkpoint: Checkpoint) -> bytes:
         return derived_graph(checkpoint, None, key)
     path = cache_path(checkpoint.path)
     try:
-        return read_cached(path, key)
+        return usable_cached(path, key, checkpoint)
     except FileNotFoundError:
         pass
     except (_Unusable, OSError) as exc:
         notify(f"the cached int8 model {path} is {exc}: rebuilding it")
     with one_derivation_at_a_time(checkpoint.path):
         try:  # another process may have derived it while this one waited for the lock
-            return read_cached(path, key)
+            return usable_cached(path, key, checkpoint)
         except (_Unusable, OSError):
             pass
         return derived_graph(checkpoint, path, key)
