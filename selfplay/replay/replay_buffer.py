@@ -41,7 +41,8 @@ replaced is read as its old or new version, both of which agree on the committed
 Intact. Writer (on opening an actor), reader (on each refresh, for what was committed since) and
 `replay check` (everything, every chunk decoded) hold an actor's group to one definition, `_intact_problems`:
 the commit record agrees with every column's length and shape, every committed chunk exists (the writer
-stores chunks of fill values too) and the game table tiles the committed rows. A group that is not intact is
+stores chunks of fill values too), the game table tiles the committed rows, the tables' own metadata is
+readable and the record's next seed index lies above every committed game's. A group that is not intact is
 refused with the file named, never written to or trained on.
 
 Order across actors ("newest"). Each game carries the wall-clock time of its commit. The reader orders all
@@ -151,15 +152,23 @@ def _zarr(path: Path | ObjectPath):
     return path.zarr_store() if isinstance(path, ObjectPath) else path
 
 
+def _metadata_problem(meta: Path, node_type: str | None = None) -> str | None:
+    """What is wrong with a zarr.json as zarr v3 metadata (of a `node_type` node, when given); None if nothing."""
+    try:
+        node = json.loads(meta.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        return f"unreadable zarr metadata ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    kinds = (node_type,) if node_type else ("group", "array")
+    if not isinstance(node, dict) or node.get("zarr_format") != 3 or node.get("node_type") not in kinds:
+        return f"not the zarr v3 {' or '.join(kinds)} metadata the writer writes"
+    return None
+
+
 def _bad_metadata_file(path: Path) -> Path | None:
     """The first zarr.json at or below `path` that is not zarr v3 metadata (None when all of them are)."""
     # Shallowest first: a damaged parent is what stops its children from opening.
     for meta in sorted(path.rglob("zarr.json"), key=lambda m: (len(m.parts), m)) if path.is_dir() else []:
-        try:
-            node = json.loads(meta.read_text())
-            if not isinstance(node, dict) or node.get("zarr_format") != 3 or "node_type" not in node:
-                return meta
-        except (ValueError, UnicodeDecodeError):
+        if _metadata_problem(meta):
             return meta
     return None
 
@@ -251,16 +260,28 @@ def table_problems(base: Path, schema: dict, arrays: dict[str, zarr.Array], comm
     return problems, readable
 
 
-GAME_TABLE_COLUMNS = ("game_id", "first_row", "length", "commit_time")
+def _table_group_problems(table: Path, committed: int) -> list[tuple[Path, str]]:
+    """What is wrong with the zarr.json of a table's own group (`positions`, `games`): zarr opens the columns
+    without it, so nothing else would notice it unreadable, or gone once rows were committed below it."""
+    meta = table / "zarr.json"
+    if not meta.exists():
+        return [(meta, f"group metadata missing, with {committed} rows committed below it")] if committed else []
+    problem = _metadata_problem(meta, "group")
+    return [(meta, problem)] if problem else []
+
+
+GAME_TABLE_COLUMNS = ("game_id", "first_row", "length", "commit_time", "seed_index")
 
 
 def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Array], int, int],
-                     positions: tuple[dict[str, zarr.Array], int, int], decode: bool = False,
-                     ) -> tuple[list[tuple[Path, str]], dict[str, np.ndarray]]:
+                     positions: tuple[dict[str, zarr.Array], int, int], next_seed_index: int,
+                     decode: bool = False) -> tuple[list[tuple[Path, str]], dict[str, np.ndarray]]:
     """What is wrong with an actor's group, as (file, what) pairs: THE definition of intact that the writer
     (on opening), the reader (on each refresh, for what was committed since) and `replay check` (all of it,
     decode=True) share. `games` and `positions` are (that table's arrays, committed rows, rows already
-    verified). Intact means:
+    verified), `next_seed_index` the commit record's. Intact means:
+      * each table's own group metadata is zarr v3 group metadata (looked at when none of its rows has been
+        verified yet), and is there once rows are committed;
       * every column has the schema's dtype and row shape, one chunk length per table, and at least the
         committed rows in whole chunks (a longer column holds scratch rows);
       * every chunk holding committed rows exists (and, with decode, decodes): the writer stores every
@@ -268,12 +289,16 @@ def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Arra
       * the new games are this actor's next ones in order, each with a commit time, starting where the
         one before ended and the last ending at the committed positions: a commit record counting more
         than was written shows as games of fill values here;
+      * the commit record's next seed index is above the seed index of every new game: an actor goes on
+        from it, and a lower one would have it play committed games again;
       * with decode, every committed position row names the game the game table puts it in.
     Also returns the new games' GAME_TABLE_COLUMNS (when the game table could be read)."""
     problems: list[tuple[Path, str]] = []
     readable = True  # missing chunks read as fill values, which the game table check below then meets
     for table_name, (arrays, committed, done), schema in (("games", games, GAME_SCHEMA),
                                                           ("positions", positions, POSITION_SCHEMA)):
+        if not done:
+            problems += _table_group_problems(base / table_name, committed)
         found, table_readable = table_problems(base / table_name, schema, arrays, committed, done, decode)
         problems += found
         readable = readable and table_readable
@@ -294,6 +319,13 @@ def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Arra
     if (table["game_id"] != [game_id_of(actor_id, k) for k in range(done_games, n_games)]).any():
         problems.append((base / "games" / "game_id", f"game ids are not this actor's games {done_games}.."
                                                      f"{n_games - 1} in order"))
+    if len(table["seed_index"]) and table["seed_index"].max() >= next_seed_index:
+        # Refused, not mended (raised above the games): the writer never leaves the record so, so something
+        # else changed it, and nothing says what else it changed; a writer that mended it would also hide
+        # from `replay check` what the writer had met.
+        problems.append((base / "zarr.json", f"the commit record's next seed index {next_seed_index} is not above "
+                                             f"the seed index {int(table['seed_index'].max())} of a committed "
+                                             f"game: the actor would play committed games again"))
     if not problems and decode and n_positions:
         owner = _read_rows({"game_id": position_arrays["game_id"]}, 0, n_positions)["game_id"]
         if (owner != np.repeat(table["game_id"], table["length"])).any():
@@ -617,13 +649,13 @@ class ReplayWriter(StoreWriter):
             # this generation in the record before its next commit.
             self._group.attrs.update({"commit": {**commit, "generation": self._lock.generation}})
         self._remove_leftovers()
+        # Writing past a commit record that disagrees with the arrays would misalign or overwrite them. Checked
+        # before the tables' groups are required: that would write a lost group's metadata anew.
+        written = (_open_arrays(self.group_dir / "games", GAME_SCHEMA, None, self.committed_games),
+                   _open_arrays(self.group_dir / "positions", POSITION_SCHEMA, None, self.committed_positions))
+        _refuse_damage(_intact_problems(self.group_dir, self.actor_id, (written[0], self.committed_games, 0),
+                                        (written[1], self.committed_positions, 0), self.next_seed_index)[0])
         positions, games = self._group.require_group("positions"), self._group.require_group("games")
-        # Writing past a commit record that disagrees with the arrays would misalign or overwrite them.
-        _refuse_damage(_intact_problems(
-            self.group_dir, self.actor_id,
-            ({name: games[name] for name in GAME_SCHEMA if name in games}, self.committed_games, 0),
-            ({name: positions[name] for name in POSITION_SCHEMA if name in positions}, self.committed_positions, 0),
-        )[0])
         self._rows = _ChunkedColumns(positions, POSITION_SCHEMA, chunk_rows, self.committed_positions)
         self._games = _ChunkedColumns(games, GAME_SCHEMA, chunk_games, self.committed_games)
 
@@ -836,14 +868,14 @@ class ReplayReader:
                 with _metadata_of(base):
                     _refuse_rows_without_commit(zarr.open_group(_zarr(base), mode="r", zarr_format=3), base)
                 continue
-            games, positions, _ = _commit_counts(commit, base)
+            games, positions, next_seed_index = _commit_counts(commit, base)
             if (games, positions) == (state.games, state.positions):
                 continue
             state.game_arrays = _open_arrays(base / "games", GAME_SCHEMA, state.game_arrays, games)
             state.position_arrays = _open_arrays(base / "positions", POSITION_SCHEMA, state.position_arrays,
                                                  positions)
             problems, new = _intact_problems(base, state.actor_id, (state.game_arrays, games, state.games),
-                                             (state.position_arrays, positions, state.positions))
+                                             (state.position_arrays, positions, state.positions), next_seed_index)
             _refuse_damage(problems)
             state.first_row = np.concatenate([state.first_row, new["first_row"]])
             state.length = np.concatenate([state.length, new["length"].astype(np.int64)])
@@ -1022,9 +1054,9 @@ def _check_actor(base: Path, actor_id: int, problems: list[str]) -> tuple[int, i
         with _metadata_of(base):
             _refuse_rows_without_commit(zarr.open_group(_zarr(base), mode="r", zarr_format=3), base)
         return 0, 0
-    games, positions, _ = _commit_counts(commit, base)
+    games, positions, next_seed_index = _commit_counts(commit, base)
     found, _ = _intact_problems(base, actor_id, (_open_arrays(base / "games", GAME_SCHEMA, None, games), games, 0),
                                 (_open_arrays(base / "positions", POSITION_SCHEMA, None, positions), positions, 0),
-                                decode=True)
+                                next_seed_index, decode=True)
     problems += [f"{file}: {what}" for file, what in found]
     return games, positions
