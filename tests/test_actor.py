@@ -287,6 +287,35 @@ def test_actor_process_stops_on_sigterm(run):
     assert all(len(g.positions.ply) == g.length for g in _games(run))
 
 
+
+def _damaged_chunk_outside_the_window(run: Path) -> Path:
+    """A store of 8 committed games whose oldest rows' chunk is cut to 10 bytes: no writer reads it again."""
+    from selfplay.replay.random_records import random_game_record
+    from selfplay.replay.replay_buffer import ReplayWriter
+    from zero.run.rundir import RunDir
+
+    with ReplayWriter(run, 0, commit_positions=1, chunk_rows=64) as writer:
+        for seed in range(8):
+            writer.append_game(random_game_record(seed, max_plies=40))
+    chunk = RunDir(run).replay_store / "actors" / "0" / "positions" / "black" / "c" / "0"
+    chunk.write_bytes(chunk.read_bytes()[:10])
+    return chunk
+
+
+def test_selfplay_refuses_a_damaged_replay_store_in_one_line(run, capsys):
+    # Before: a committed chunk that no writer reads again went unnoticed, and the actors wrote on.
+    from play.cli.main import main
+    from zero.run.rundir import RunDir
+
+    damaged = _damaged_chunk_outside_the_window(run)
+    store = {p: p.read_bytes() for p in RunDir(run).replay_store.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["selfplay", "--run", str(run), "--actors", "1", "--games", "1", "--set", "full_simulations=8",
+                 "--set", "fast_simulations=4", "--set", "rules.max_plies=40"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{damaged}: " in err and f"checkers-zero replay check --run {run}" in err
+    assert {p: p.read_bytes() for p in RunDir(run).replay_store.rglob("*") if p.is_file()} == store
+
 def test_selfplay_on_actor_ids_in_use_is_refused_in_one_line(run, capsys):
     # Before: each actor process ended in a ReplayError traceback and the command left its run record behind.
     from play.cli.main import main

@@ -21,8 +21,8 @@ import pytest
 import torch
 
 from processes import interrupt, reaped, wait_until
-from selfplay.replay.reanalysis_store import FreshTargets, check_reanalysis
-from selfplay.replay.replay_buffer import ReplayReader, split_game_id
+from selfplay.replay.reanalysis_store import FreshTargets
+from selfplay.replay.replay_buffer import ReplayReader, check_store, split_game_id
 from train.arena.gating import read_gating_log
 from train.arena.ratings import RatingsTable
 from zero.corpus.pdn import PdnGame, read_pdn_text
@@ -118,7 +118,7 @@ def check_invariants(run: Path, initial: Path, before: dict[int, str]) -> dict[i
     assert all(isinstance(g, PdnGame) for g in parsed), [g for g in parsed if not isinstance(g, PdnGame)]
     for path in (run / "checkpoints").glob("*.pt"):
         load_checkpoint(path)
-    assert not check_reanalysis(run).problems
+    assert not check_store(run).problems
     table = RatingsTable.load(run / "ratings.json") if (run / "ratings.json").exists() else RatingsTable()
     for key in table.results:
         a, b = key.split("|")
@@ -198,8 +198,8 @@ def test_a_reanalyser_feeds_the_trainer_and_survives_a_kill(tmp_path):
         wait_until(lambda: len(FreshTargets(run)) >= 32, 300, proc, "the reanalyser to commit targets")
         started = re.search(r"reanalyser 0 \(pid (\d+)\)", (run / "logs" / "reanalyser-0.log").read_text())
         os.kill(int(started.group(1)), signal.SIGKILL)
-        committed = check_reanalysis(run).targets
-        wait_until(lambda: check_reanalysis(run).targets > committed + 16, 300, proc,
+        committed = check_store(run).targets
+        wait_until(lambda: check_store(run).targets > committed + 16, 300, proc,
                    "reanalysis to go on after the kill")
         wait_until(reanalysed_in_training, 300, proc, "the trainer to train on reanalysed targets")
         out = interrupt(proc, signal.SIGINT, timeout=120)
@@ -207,6 +207,31 @@ def test_a_reanalyser_feeds_the_trainer_and_survives_a_kill(tmp_path):
     assert "and 1 reanalyser(s)" in out
     assert len(re.findall(r"reanalyser 0 \(pid \d+\)", (run / "logs" / "reanalyser-0.log").read_text())) >= 2
     check_invariants(run, run / "checkpoints" / "initial-tiny.pt", {})
+
+
+@pytest.mark.parametrize("damage", ["truncated to 10 bytes", "garbage"])
+def test_the_loop_refuses_what_replay_check_refuses(tmp_path, damage):
+    # Before: with a committed chunk damaged outside the trainer's window, `replay check` named it and exited 1,
+    # yet the loop started, committed more games and exited 0.
+    from selfplay.replay.random_records import random_game_record
+    from selfplay.replay.replay_buffer import ReplayWriter
+
+    _, config = tiny_loop(tmp_path)
+    run = tmp_path / "run"
+    with ReplayWriter(run, 0, commit_positions=1, chunk_rows=64) as writer:
+        for seed in range(8):
+            writer.append_game(random_game_record(seed, max_plies=40))
+    chunk = RunDir(run).replay_store / "actors" / "0" / "positions" / "black" / "c" / "0"  # the oldest rows
+    size = len(chunk.read_bytes())
+    chunk.write_bytes(chunk.read_bytes()[:10] if damage == "truncated to 10 bytes" else bytes(range(256))[:size])
+    store = {p: p.read_bytes() for p in RunDir(run).replay_store.rglob("*") if p.is_file()}
+    with reaped(start_loop(run, config, "--minutes", "0.1")) as proc:
+        out = proc.communicate(timeout=120)[0]
+    assert proc.returncode != 0, out
+    errors = [line for line in out.splitlines() if "error" in line]
+    assert len(errors) == 1 and f"{chunk}: " in errors[0], out
+    assert f"checkers-zero replay check --run {run}" in errors[0] and "Traceback" not in out
+    assert {p: p.read_bytes() for p in RunDir(run).replay_store.rglob("*") if p.is_file()} == store
 
 
 def test_the_gpu_configuration_runs_on_the_cpu(tmp_path):

@@ -9,9 +9,8 @@ import torch
 from selfplay.actors.actor import SelfPlayConfig
 from selfplay.actors.reanalyser import ReanalyseConfig, Reanalyser
 from selfplay.replay.random_records import random_game_record
-from selfplay.replay.reanalysis_store import (REANALYSIS_GROUP, FreshTargets, ReanalysisWriter, check_reanalysis,
-                                       position_key)
-from selfplay.replay.replay_buffer import ReplayDamage, ReplayReader, ReplayWriter
+from selfplay.replay.reanalysis_store import FreshTargets, ReanalysisWriter, position_key
+from selfplay.replay.replay_buffer import REANALYSIS_GROUP, ReplayDamage, ReplayReader, ReplayWriter, check_store
 from selfplay.tree_search.search import SearchConfig
 from training_data import TINY
 from zero.net.checkpoint import save_checkpoint
@@ -63,7 +62,7 @@ def test_fresh_targets_replace_a_rows_targets_and_the_newest_network_wins(tmp_pa
     untouched = ~(hit_a | hit_b)
     for name in ("policy_actions", "policy_visits", "root_value", "full_search", "black", "result"):
         assert (rows[name][untouched] == before[name][untouched]).all()
-    assert check_reanalysis(run).targets == 4 and not check_reanalysis(run).problems
+    assert check_store(run).targets == 4 and not check_store(run).problems
 
     fresh.forget_outside(np.array([5, 0, 0]), np.array([0, 9, 3]))  # both positions still in the window
     assert len(fresh) == 2
@@ -100,7 +99,7 @@ def test_a_lost_chunk_of_entries_is_refused_with_its_file_named(tmp_path):
     chunk.unlink()
     with pytest.raises(ReplayDamage, match=r"reanalysis/3/row/c/1.*missing"):
         FreshTargets(run)
-    assert any("reanalysis/3/row/c/1" in p for p in check_reanalysis(run).problems)
+    assert any("reanalysis/3/row/c/1" in p for p in check_store(run).problems)
     with pytest.raises(ReplayDamage):
         ReanalysisWriter(run, 3)  # never written over
 

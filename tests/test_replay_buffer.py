@@ -617,3 +617,34 @@ def test_a_column_shape_that_disagrees_with_the_commit_record_is_refused(tmp_pat
     damaged = RunDir(tmp_path).replay_store / "actors" / "0" / column / "zarr.json"
     _edit_json(damaged, lambda m: m.update(shape=[10] + m["shape"][1:]))
     _assert_refused_everywhere(tmp_path, damaged, capsys)
+
+
+@pytest.mark.parametrize("table, damage", [("games", "truncated mid-JSON"), ("positions", "truncated mid-JSON"),
+                                           ("games", "an array's metadata"), ("positions", "deleted")])
+def test_a_tables_own_metadata_is_held_to_the_schema(tmp_path, table, damage, capsys):
+    # Before: zarr opens a table's columns without the table's own zarr.json, so with it truncated mid-JSON
+    # `replay check` said ok and the reader trained on; only the writer stumbled on it.
+    _store_with_games(tmp_path)
+    actor = RunDir(tmp_path).replay_store / "actors" / "0"
+    damaged = actor / table / "zarr.json"
+    if damage == "truncated mid-JSON":
+        damaged.write_text(damaged.read_text()[:20])
+    elif damage == "an array's metadata":
+        damaged.write_text((actor / table / "game_id" / "zarr.json").read_text())
+    else:
+        damaged.unlink()
+    _assert_refused_everywhere(tmp_path, damaged, capsys)
+
+
+def test_a_next_seed_index_below_a_committed_game_is_refused(tmp_path, capsys):
+    # Before: a lowered `next_seed_index` went unnoticed, and the actor played the (seed, seed index) pairs of
+    # committed games again.
+    _store_with_games(tmp_path)  # seed indices 0 .. 5
+    meta = _actor_zarr_json(tmp_path, 0)
+    _edit_json(meta, lambda m: m["attributes"]["commit"].update(next_seed_index=5))
+    _assert_refused_everywhere(tmp_path, meta, capsys)
+    # One above the highest committed seed index is what the writer itself leaves: intact, and it goes on there.
+    _edit_json(meta, lambda m: m["attributes"]["commit"].update(next_seed_index=6))
+    assert replay_buffer.check_store(tmp_path).problems == []
+    with ReplayWriter(tmp_path, 0) as writer:
+        assert writer.next_seed_index == 6

@@ -79,6 +79,69 @@ def test_reanalysed_targets_pace_and_feed_training(tmp_path, initial):
     assert steps == int(2.0 * 2 * committed // 32) - int(2.0 * committed // 32)
 
 
+
+def test_the_trainer_sees_one_target_per_position_the_newest(tmp_path, initial, monkeypatch):
+    """A killed and restarted reanalyser searches positions again (3 kills left 116 positions with two
+    entries in the store, issue 68): the trainer trains each position on one target, the newest (the
+    highest network step; the later entry among equals), across its refreshes."""
+    import train.learner.trainer as trainer_module
+    from selfplay.replay.reanalysis_store import FreshTargets, ReanalysisWriter
+
+    run = tmp_path / "run"
+    write_games(run, 0, range(3))
+    positions = ReplayReader(run).total_positions()
+
+    def search(writer, rows, value: float, step: int) -> None:  # the action names the search that made it
+        for row in rows:
+            writer.append(0, row, np.array([int(10 * value)], np.int16), np.ones(1, np.float32), value, step)
+
+    def killed(writer) -> None:
+        writer._lock.close()  # the process dies with its queue (and its lock)
+
+    trained = []
+
+    def recording(rows, share):
+        trained.append({name: rows[name].copy() for name in ("actor_id", "row", "policy_actions", "root_value",
+                                                             "full_search")})
+        return samples_from_replay(rows, share)
+
+    monkeypatch.setattr(trainer_module, "samples_from_replay", recording)
+    half = positions // 2
+    first = ReanalysisWriter(run, 0, commit_targets=half)
+    search(first, range(half + half // 2), 0.1, step=5)  # the first half is committed, the rest queued ...
+    killed(first)  # ... and lost
+    trainer = Trainer(run, config(), initial)
+    while trainer.ready():
+        trainer.train_step()
+    batch = {name: np.concatenate([b[name] for b in trained]) for name in trained[0]}
+    committed = batch["row"] < half  # only the committed entries were trained on
+    assert committed.any() and (batch["root_value"][committed] == np.float32(0.1)).all()
+    assert (~committed).any() and (batch["root_value"][~committed] != np.float32(0.1)).all()
+
+    again = ReanalysisWriter(run, 0, commit_targets=7)  # restarted: the same network searches them again
+    search(again, range(positions), 0.2, step=5)
+    search(again, range(positions // 3), 0.9, step=9)  # a newer network takes over
+    again.flush()
+    killed(again)  # this time just after a commit
+    with ReanalysisWriter(run, 1) as older:  # another reanalyser, later, with an older network
+        search(older, range(positions), 0.3, step=3)
+    trained.clear()
+    while trainer.ready():
+        trainer.train_step()
+    fresh = trainer.fresh
+    assert fresh.entries_committed > 2 * positions  # positions with several entries in the store ...
+    assert len(fresh) == len(np.unique(fresh.keys)) == positions  # ... one target each for the trainer
+    batch = {name: np.concatenate([b[name] for b in trained]) for name in trained[0]}
+    assert len(batch["row"]) > positions and batch["full_search"].all()
+    newest = np.where(batch["row"] < positions // 3, 0.9, 0.2).astype(np.float32)
+    assert (batch["root_value"] == newest).all()
+    assert (batch["policy_actions"][:, 0] == np.round(10 * newest)).all()
+    assert (batch["policy_actions"][:, 1:] == -1).all()
+    restarted = FreshTargets(run)  # a restarted trainer takes every entry in at once: the same targets
+    np.testing.assert_array_equal(restarted.keys, fresh.keys)
+    np.testing.assert_array_equal(restarted.columns["root_value"], fresh.columns["root_value"])
+
+
 def test_the_store_is_reread_only_when_due_or_needed(tmp_path, initial, monkeypatch):
     """Re-reading a busy store before every step was much of a GPU trainer's step: while the data at hand
     allows steps it is re-read every refresh_seconds, and at once when the data runs out."""

@@ -118,17 +118,14 @@ def format_stats(figures: dict, run_dir: Path) -> str:
 
 def check(run_dir: Path) -> int:
     """`replay check`: the store's own verification, then duplicates over the games it could read."""
-    from selfplay.replay.reanalysis_store import check_reanalysis
     from selfplay.replay.replay_buffer import ReplayError, ReplayReader, check_store
 
     report = check_store(run_dir)
     print(f"replay store of {run_dir}: {report.actors} actors read, {report.games} committed games, "
           f"{report.positions} positions")
+    if report.reanalysers:
+        print(f"reanalysis: {report.reanalysers} reanalysers read, {report.targets} fresh targets")
     problems = list(report.problems)
-    reanalysis = check_reanalysis(run_dir)
-    if reanalysis.workers or reanalysis.problems:
-        print(f"reanalysis: {reanalysis.workers} reanalysers read, {reanalysis.targets} fresh targets")
-    problems += reanalysis.problems
     if not problems:
         try:
             figures = replay_stats(ReplayReader(run_dir))

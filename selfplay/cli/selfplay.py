@@ -37,8 +37,9 @@ def games_per_actor(games: int | None, actors: int) -> list[int | None]:
 
 def check_inputs(run_dir: Path, cfg, actor_ids: list[int]) -> str | None:
     """What would stop every actor at once (no network to load, a bad ballot, actor ids another process
-    writes: a running loop's actors), found before starting them."""
+    writes: a running loop's actors, a damaged replay store), found before starting them."""
     from selfplay.actors.actor import current_best, load_ballot
+    from selfplay.replay.replay_buffer import ReplayError, refuse_damaged_store
     from zero.corpus.openings import BallotError
     from zero.net.checkpoint import CheckpointError
     from zero.run.rundir import RunDir, RunDirError
@@ -51,6 +52,10 @@ def check_inputs(run_dir: Path, cfg, actor_ids: list[int]) -> str | None:
             return (f"{exc} (a running loop's actors hold ids from 0 on): stop it, or give this command "
                     f"--first-actor above the ids in use")
 
+    try:
+        refuse_damaged_store(run_dir)
+    except ReplayError as exc:
+        return str(exc)
     if cfg.device == "cuda":
         import torch
 

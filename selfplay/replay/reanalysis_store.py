@@ -15,70 +15,54 @@ Layout, inside the replay store (zero.run.rundir)::
         <column>                            one row per entry (TARGET_SCHEMA)
     RUN/replay-locks/reanalyser-<worker>.lock
 
-The actors' commit protocol and definition of intact hold here too (selfplay.replay.replay_buffer): entries past
-the committed count are scratch that readers never look at, chunks are written whole, the commit record is
-replaced last, and a missing or unreadable chunk of committed entries is damage, refused with its file named.
+The actors' commit protocol and definition of intact hold here too (selfplay.replay.replay_buffer, which holds
+this schema with the actors' and checks both in `check_store`): entries past the committed count are scratch
+that readers never look at, chunks are written whole, the commit record is replaced last, and a missing or
+unreadable chunk of committed entries is damage, refused with its file named.
 """
 
 from __future__ import annotations
 
 import os
 import time
-import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import zarr
 import zarr.errors
 
-from selfplay.replay.records import POSITION_FIELDS, padded_policy
+from selfplay.replay.records import padded_policy
 from selfplay.replay.replay_buffer import (
     ACTOR_BITS,
     DEFAULT_CHUNK_ROWS,
     MAX_ACTOR_ID,
+    REANALYSIS_GROUP,
+    TARGET_SCHEMA,
     ReplayError,
     StoreWriter,
     _ChunkedColumns,
     _damage,
     _gather,
-    _metadata_of,
     _open_arrays,
     _read_commits,
     _read_rows,
     _refuse_damage,
     _require_atomic_local_writes,
     _run,
-    _zarr,
+    _target_count,
+    _worker_groups,
     table_problems,
 )
 from zero.run.objectstore import LeaseError, ObjectPath
 from zero.run.rundir import RunDir
 
-REANALYSIS_GROUP = "reanalysis"
-TARGET_SCHEMA: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
-    "actor_id": (np.dtype(np.int32), ()),  # the position reanalysed: its actor's group ...
-    "row": (np.dtype(np.int64), ()),  # ... and its row there
-    **{name: POSITION_FIELDS[name] for name in ("policy_actions", "policy_visits", "root_value")},
-    "model_version": (np.dtype(np.int64), ()),  # training step of the network that searched it
-}
 FRESH_COLUMNS = ("policy_actions", "policy_visits", "root_value")  # what an entry replaces in a row
 
 
 def position_key(actor_id: np.ndarray, row: np.ndarray) -> np.ndarray:
     """One int64 naming each (actor, row) position of the store."""
     return (np.asarray(actor_id, np.int64) << ACTOR_BITS) | np.asarray(row, np.int64)
-
-
-def _target_count(commit, group_dir: Path) -> int:
-    try:
-        count = commit["targets"]
-        if type(count) is not int or count < 0:
-            raise ValueError("the count must be a non-negative whole number")
-    except (TypeError, KeyError, ValueError) as exc:
-        raise _damage(group_dir / "zarr.json", f"the commit record {commit!r} is damaged ({exc}), so the "
-                      f"reanalyser's committed entries cannot be told from scratch rows") from None
-    return count
 
 
 def _columns_in(group: zarr.Group) -> dict[str, zarr.Array]:
@@ -152,17 +136,6 @@ class ReanalysisWriter(StoreWriter):
         self.committed = end
         self._pending = []
 
-
-
-def _worker_groups(store: Path | ObjectPath) -> list[str]:
-    """The reanalysers' group names in a replay store ([] before the first one wrote)."""
-    base = store / REANALYSIS_GROUP
-    if not (base / "zarr.json").exists():
-        return []
-    with _metadata_of(base), warnings.catch_warnings():
-        # A reanalyser creating its group right now shows as a folder without zarr.json yet: skip it.
-        warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr hierarchy")
-        return sorted(zarr.open_group(_zarr(base), mode="r", zarr_format=3).group_keys(), key=int)
 
 
 @dataclass
@@ -251,37 +224,3 @@ class FreshTargets:
             rows[name][hit] = self.columns[name][at[hit]]
         rows["full_search"][hit] = True
         return int(hit.sum())
-
-
-@dataclass
-class ReanalysisCheck:
-    workers: int = 0
-    targets: int = 0
-    problems: list[str] = field(default_factory=list)
-
-
-def check_reanalysis(run_dir: str | os.PathLike) -> ReanalysisCheck:
-    """`replay check`'s look at the reanalysers' entries: each commit record readable and each group intact
-    (every chunk of committed entries there and decoding). Never writes."""
-    store = RunDir(run_dir).replay_store
-    report = ReanalysisCheck()
-    try:
-        names = _worker_groups(store)
-    except ReplayError as exc:
-        report.problems.append(str(exc))
-        return report
-    for name in names:
-        base = store / REANALYSIS_GROUP / name
-        try:
-            with _metadata_of(base):
-                group = zarr.open_group(_zarr(base), mode="r", zarr_format=3)
-            commit = _run(_read_commits([base]))[0]
-            committed = 0 if commit is None else _target_count(commit, base)
-            found, _ = table_problems(base, TARGET_SCHEMA, _columns_in(group), committed, 0, decode=True)
-        except ReplayError as exc:
-            report.problems.append(str(exc))
-            continue
-        report.problems += [f"{file}: {what}" for file, what in found]
-        report.workers += 1
-        report.targets += committed
-    return report

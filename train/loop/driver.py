@@ -26,7 +26,7 @@ from pathlib import Path
 
 from selfplay.actors.actor import SelfPlayConfig, actors_for_machine, load_ballot, run_actor
 from selfplay.actors.reanalyser import ReanalyseConfig, run_reanalyser
-from selfplay.replay.replay_buffer import ReplayDamage, ReplayError, ReplayReader
+from selfplay.replay.replay_buffer import ReplayDamage, ReplayError, ReplayReader, refuse_damaged_store
 from train.arena.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_gating_log
 from train.arena.ratings import REFERENCE, RatingsTable
 from train.learner.learning import TrainingDiverged
@@ -362,6 +362,12 @@ def run_loop(args: argparse.Namespace) -> int:
         print(f"error: initial checkpoint: {exc}", file=sys.stderr)
         return 2
     except RunDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        # Before any role writes to the store or trains on it: they read only their own part of it.
+        refuse_damaged_store(run_dir)
+    except ReplayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if run.read_best() is None:
