@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from training_data import negative_variances
 from zero.net.checkpoint import CheckpointError, load_checkpoint, save_checkpoint, weights_sha256
 from zero.net.inference import Evaluator
 from zero.net.network import NetworkConfig, PolicyValueNet
@@ -190,18 +191,12 @@ def test_weights_that_are_not_finite_are_refused(saved, tmp_path, monkeypatch):
         load_checkpoint(path)
 
 
-def _negative_variances(net: PolicyValueNet) -> None:
-    for name, buffer in net.named_buffers():
-        if name.endswith("running_var"):
-            buffer.fill_(-1.0)
-
-
 def _overflowing_weights(net: PolicyValueNet) -> None:
     for parameter in net.parameters():
         parameter.mul_(1e30)
 
 
-@pytest.mark.parametrize("spoil", [_negative_variances, _overflowing_weights])
+@pytest.mark.parametrize("spoil", [negative_variances, _overflowing_weights])
 def test_finite_weights_whose_answers_are_not_finite_are_refused_on_load(saved, tmp_path, spoil):
     # Such weights hash and save like any others (the checksums are the normal save's); the network they make
     # answers NaN or infinity, which every consumer used to meet far from the file (a traceback in the int8

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from processes import interrupt, reaped, wait_until
+from training_data import negative_variances
 from selfplay.replay.reanalysis_store import FreshTargets
 from selfplay.replay.replay_buffer import ReplayReader, check_store, split_game_id
 from train.arena.gating import read_gating_log
@@ -270,9 +271,7 @@ def test_a_loop_from_a_network_that_answers_nan_stops_in_one_line(tmp_path):
     _, config = tiny_loop(tmp_path)
     net = PolicyValueNet(TINY_NET)
     with torch.no_grad():
-        for name, buffer in net.named_buffers():
-            if name.endswith("running_var"):
-                buffer.fill_(-1.0)
+        negative_variances(net)
     bad = save_checkpoint(tmp_path / "bad.pt", net=net, net_config=TINY_NET, step=0)
     run = tmp_path / "run"
     with reaped(start_loop(run, config, "--from", str(bad), "--minutes", "0.2")) as proc:

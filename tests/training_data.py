@@ -12,3 +12,11 @@ EXPERT_PDN = """[Event "a"]
 [Result "1/2-1/2"]
 1. 11-15 23-19 2. 8-11 22-17 3. 9-13 17x10 4. 7x14 1/2-1/2
 """
+
+
+def negative_variances(net) -> None:
+    """Spoil a network the way an attacker would: every BatchNorm variance -1, so its weights stay finite and
+    save with sound checksums while every answer is NaN."""
+    for name, buffer in net.named_buffers():
+        if name.endswith("running_var"):
+            buffer.fill_(-1.0)

@@ -14,6 +14,7 @@ from play.analysis_json import analysis_json
 from play.cli.main import main
 from play.engine import DRAW_ACCEPT_MAX_SCORE, LEVELS, Budget, Engine, EngineError, budget_for
 from play.session import HumanGame, PlayError, new_game
+from training_data import negative_variances
 from zero.corpus.pdn import write_game
 from zero.net.checkpoint import save_checkpoint
 from zero.net.network import NetworkConfig, PolicyValueNet
@@ -77,9 +78,7 @@ def test_a_checkpoint_whose_answers_are_not_finite_is_refused_in_one_line(capsys
     cfg = NetworkConfig(blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=16)
     net = PolicyValueNet(cfg)
     with torch.no_grad():
-        for name, buffer in net.named_buffers():
-            if name.endswith("running_var"):
-                buffer.fill_(-1.0)
+        negative_variances(net)
     bad = save_checkpoint(tmp_path / "bad.pt", net=net, net_config=cfg, step=1)
     code, out, err = analyze(capsys, bad, "--fen", "B:W21-32:B1-12", "--sims", "8")
     assert code == 2 and out == ""
