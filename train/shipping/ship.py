@@ -185,8 +185,8 @@ def card_entry(shipped: Path, network: Checkpoint, record: dict, summary: dict |
         f"float32), no optimizer state; sha256 `{file_sha256(shipped)}`. Written by `checkers-zero ship` at code "
         f"version {record['code_version']}.",
         "",
-        f"- Network: `{card_path(record['candidate'])}` (sha256 `{record['candidate_sha256'][:16]}…`, written at code "
-        f"version {record['candidate_code_version']}, {record['candidate_created']}); {network.net_config}; "
+        f"- Network: `{card_path(record['candidate'])}` (sha256 `{record['candidate_sha256'][:16]}…`, written at "
+        f"code version {record['candidate_code_version']}, {record['candidate_created']}); {network.net_config}; "
         f"trainer step {network.step:,}" + _drawn(network) + ".",
         f"- Head-to-head against link {record['link'] - 1} (sha256 `{record['predecessor_sha256'][:16]}…`, "
         f"step {record['predecessor_step']:,}): {match['games']} games of `{card_path(match['openings'])}` at "
@@ -235,16 +235,16 @@ def _provenance_json(provenance: dict) -> str:
 def _raw_policy(oca: dict | None) -> str:
     if oca is None:
         return "- Raw policy on the OCA test split: not measured (no dataset; ShipConfig.oca_dataset)."
-    return (f"- Raw policy on the OCA test split (`{card_path(oca['dataset'])}`, {oca['positions']:,} positions with a choice): "
-            f"top-1 {oca['top1']:.1%}, top-3 {oca['top3']:.1%}; value cross-entropy {oca['value_ce']:.4f}.")
+    return (f"- Raw policy on the OCA test split (`{card_path(oca['dataset'])}`, {oca['positions']:,} positions "
+            f"with a choice): top-1 {oca['top1']:.1%}, top-3 {oca['top3']:.1%}; value cross-entropy {oca['value_ce']:.4f}.")
 
 
 def _pretraining(provenance: dict) -> str:
     """The card's line for a network with no run described: pretrained or distilled, made by a run that is
     not here, or else its provenance."""
     if "run" in provenance:
-        return (f"- Run: `{card_path(provenance['run'])}`, not on this machine (that path is absent, or another run's), so "
-                f"not described here (provenance {_provenance_json(provenance)}).")
+        return (f"- Run: `{card_path(provenance['run'])}`, not on this machine (that path is absent, or another "
+                f"run's), so not described here (provenance {_provenance_json(provenance)}).")
     if "dataset" not in provenance:
         return f"- Run: none recorded (provenance {_provenance_json(provenance)})."
     source = f"`{card_path(provenance['dataset'])}` (from `{card_path(provenance.get('source'))}`, sha256 " \
