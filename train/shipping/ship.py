@@ -236,7 +236,8 @@ def _raw_policy(oca: dict | None) -> str:
     if oca is None:
         return "- Raw policy on the OCA test split: not measured (no dataset; ShipConfig.oca_dataset)."
     return (f"- Raw policy on the OCA test split (`{card_path(oca['dataset'])}`, {oca['positions']:,} positions "
-            f"with a choice): top-1 {oca['top1']:.1%}, top-3 {oca['top3']:.1%}; value cross-entropy {oca['value_ce']:.4f}.")
+            f"with a choice): top-1 {oca['top1']:.1%}, top-3 {oca['top3']:.1%}; value cross-entropy "
+            f"{oca['value_ce']:.4f}.")
 
 
 def _pretraining(provenance: dict) -> str:
