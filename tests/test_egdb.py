@@ -355,3 +355,15 @@ def test_cli_errors_are_one_line_and_say_what_to_do(tmp_path, capsys):
         assert err.count("\n") == 1 and message in err, err
     assert main(["egdb", "probe", "W:WK6,K9:BK15", "--pieces", "2", "--dir", str(tmp_path)]) == 2
     assert "has 3 pieces, more than the 2-piece database holds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["build", "--pieces", "-1"], "--pieces -1: endgame databases hold 2 to 8 pieces"),
+    (["build", "--pieces", "40"], "--pieces 40: endgame databases hold 2 to 8 pieces"),
+    (["probe", "B:W21,22,23,24,25:B1,2,3,4,5"], "has 10 pieces; endgame databases hold at most 8"),
+])
+def test_cli_refuses_sizes_no_database_has_in_one_line(tmp_path, capsys, argv, message):
+    # Before: tracebacks (a ValueError from the index's layout).
+    assert main(["egdb", *argv, *(["--out"] if argv[0] == "build" else ["--dir"]), str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err

@@ -93,6 +93,10 @@ def test_ballot_errors_are_clear(tmp_path):
     empty.write_text("\n")
     with pytest.raises(BallotError, match="no openings"):
         load_openings(empty)
+    binary = tmp_path / "binary.txt"  # before: a UnicodeDecodeError traceback from `match --openings`
+    binary.write_bytes(bytes(range(256)))
+    with pytest.raises(BallotError, match="binary.txt: not a ballot: not UTF-8 text"):
+        load_openings(binary)
 
 
 def test_tsv_ballot_checks_fen_and_skips_barred(tmp_path):

@@ -174,11 +174,17 @@ def test_failure_kinds(text, line, words):
 
 
 def test_unterminated_comment_fails_that_game_only():
+    # The game after the open comment is read: its header line ends the comment (it used to be swallowed).
     items = read_all(GAME_ONE + "\n[Event \"open\"]\n1. 11-15 {never closed\n24-20\n\n" + GAME_ONE)
-    assert len(items) == 2
-    assert isinstance(items[0], PdnGame)
+    assert len(items) == 3
+    assert isinstance(items[0], PdnGame) and isinstance(items[2], PdnGame)
     assert items[1].game_index == 2 and items[1].line == 6
     assert "comment opened on line 7 is never closed" in items[1].reason
+    assert items[2].moves == items[0].moves
+    # In the first game, with the header line right after it: every game of the file read or reported.
+    first_open = read_all("[Event \"a\"]\n1. 11-15 {never closed 24-20\n" + GAME_ONE + GAME_ONE)
+    assert [type(item) for item in first_open] == [PdnError, PdnGame, PdnGame]
+    assert first_open[0].game_index == 1 and "comment opened on line 2 is never closed" in first_open[0].reason
     after_result = read_all(GAME_ONE + "{ trailing")
     assert isinstance(after_result[0], PdnGame) and "never closed" in after_result[1].reason
 

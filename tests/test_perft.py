@@ -102,6 +102,17 @@ def test_cli_count_paths_on_a_king_loop(capsys):
     assert capsys.readouterr().out.startswith("perft(3) = 6 ")
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--depth", "-1"], "--depth -1: must be 0 or more"),
+    (["--depth", "2", "--fen", "bad fen"], "--fen 'bad fen' is not a position in FEN"),
+])
+def test_cli_refuses_bad_input_in_one_line(capsys, argv, message):
+    # Before: a traceback for each.
+    assert main(["perft", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
 def test_cli_says_whether_the_count_matches_the_published_table(capsys, monkeypatch):
     _table()  # skips without perft.txt
     assert main(["perft", "--depth", "6"]) == 0

@@ -14,6 +14,11 @@ from zero.run.config import ConfigError, load_config
 @pytest.mark.parametrize("override,message", [
     ("actors=2.7", "expected a whole number"),
     ("actors=-2", "actors must be a number of processes, or -1"),
+    # Before: accepted, saved in the run's config, and every resume hung after "resuming ... actor(s)".
+    ("actors=99999999999999999999999", "actors = 99999999999999999999999: at most 1,024 processes"),
+    # Before: a TypeError and an AttributeError traceback.
+    ("trainer.batch_size.x=1", "'trainer.batch_size.x=1': trainer.batch_size is a setting, not a section"),
+    ("selfplay.temperature.deep.x=1", "selfplay.temperature is a setting, not a section"),
     ("selfplay.device=tpu", "device must be auto, cpu or cuda"),
     ("selfplay.gpu_leaves_per_tree=0", "gpu_leaves_per_tree"),
     ("cluster.max_restarts=-1", "max_restarts"),

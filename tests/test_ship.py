@@ -248,7 +248,10 @@ def test_the_card_records_the_chain_of_runs_behind_a_shipped_network(tmp_path, s
     network = load_checkpoint(best.path)
     assert network.step == best.step == 12  # 9 steps in the source, then 3 more here
     assert f"trainer step {network.step}" in entry
-    assert f"### Run `{continued.root.resolve()}`" in entry and f"### Run `{source_run.root.resolve()}`" in entry
+    # Runs and files by names that mean something on another machine, never this one's absolute paths.
+    assert f"### Run `{continued.root.name}`" in entry and f"### Run `{source_run.root.name}`" in entry
+    assert f"- Network: `{continued.root.name}/checkpoints/{best.path.name}`" in entry
+    assert str(tmp_path) not in entry
     for run in (continued, source_run):
         reader = ReplayReader(run.root)
         assert f"{reader.total_games():,} games, {reader.total_positions():,} positions" in entry
@@ -258,13 +261,13 @@ def test_the_card_records_the_chain_of_runs_behind_a_shipped_network(tmp_path, s
     assert json.loads((continued.logs / "loop-1-record.json").read_text())["code_version"] in entry
     initial = continued.initial_checkpoints()[0]
     assert f"the run started from `{initial.name}` (step 8," in entry
-    assert f"{len(result.games)} games of `{ballot}` at 2 simulations" in entry
+    assert f"{len(result.games)} games of `{Path(ballot).name}` at 2 simulations" in entry
     # The raw policy on the dataset's test split, as pretraining's report measures it.
     data = open_dataset(tmp_path / "oca")
     rows = data.rows("test")
     m = split_metrics(predict(network.build_network(), data, rows, torch.device("cpu"), 64), data, rows)
     assert m["policy"]["positions"] > 0
-    assert (f"- Raw policy on the OCA test split (`{tmp_path / 'oca'}`, {m['policy']['positions']:,} positions with "
+    assert (f"- Raw policy on the OCA test split (`oca`, {m['policy']['positions']:,} positions with "
             f"a choice): top-1 {m['policy']['top1']:.1%}") in entry
     assert load_checkpoint(shipped).provenance["ship"]["oca_test"]["value_ce"] == pytest.approx(m["value"]["ce"])
 
@@ -285,7 +288,7 @@ def test_a_directory_at_a_shipped_networks_run_path_that_is_another_run_is_not_d
     result = head_to_head(stale / "checkpoints" / best.path.name, shipped, cfg)
     entry = install(stale / "checkpoints" / best.path.name, network, shipped, result, cfg)
     assert "### Run" not in entry and "Parent networks" not in entry
-    assert f"- Run: `{source_run.root}`, not on this machine" in entry
+    assert f"- Run: `{source_run.root.name}`, not on this machine" in entry
     assert RunDir(stale).made(network.provenance) and not other.made(network.provenance)
 
 
@@ -363,7 +366,8 @@ def test_the_ship_command_reports_a_quick_look_and_leaves_the_shipped_network(tm
 
 
 def test_the_card_names_what_a_pretrained_or_distilled_network_was_made_from():
-    from train.shipping.ship import _pretraining
+    from train.shipping.ship import _pretraining, card_path
+    from zero.run.data import REPOSITORY
 
     pretrained = {"dataset": "runs/oca", "source": "OCA_2.0.pdn", "source_sha256": "77d9ad9d2aa5bdce0000",
                   "code_version": "abc", "command": "checkers-zero pretrain train --data runs/oca --out a.pt"}
@@ -375,3 +379,7 @@ def test_the_card_names_what_a_pretrained_or_distilled_network_was_made_from():
     assert ("distilled from `checkpoints/shipped.pt` (sha256 `5af5ca29d5863bc7…`)" in _pretraining(distilled)
             and "100,000 positions of the teacher's own games" in _pretraining(distilled))
     assert _pretraining({"kind": "hand-made"}).startswith("- Run: none recorded")
+    # Inside the repository a path is written from its root; elsewhere from the run directory it lies in.
+    assert card_path(str(REPOSITORY / "runs" / "link13" / "checkpoints" / "c.pt")) == "runs/link13/checkpoints/c.pt"
+    assert card_path("/elsewhere/gpu/link13/checkpoints/c.pt") == "link13/checkpoints/c.pt"
+    assert card_path("/elsewhere/gpu/link13") == "link13" and card_path("runs/oca") == "runs/oca"

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -64,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
         settings.validate()
     except ValueError as exc:
         return fail(str(exc))
+    for flag, value in (("--sims", args.sims), ("--nodes", args.nodes)):
+        if value is not None and value < 1:
+            return fail(f"{flag} {value}: must be at least 1")
+    if args.time is not None and not (math.isfinite(args.time) and args.time > 0):
+        return fail(f"--time {args.time}: must be a finite number of seconds above 0")
     limits = {name: value for name, value in (("simulations", args.sims), ("time", args.time), ("nodes", args.nodes))
               if value is not None} or {"simulations": DEFAULT_SIMULATIONS}
     items = list(islice(read_pdn(args.pdn), args.games))
@@ -84,34 +91,42 @@ def run(args: argparse.Namespace) -> int:
     except (EngineError, ValueError) as exc:
         return fail(str(exc))
     out = args.out or Path(args.pdn.stem + ".reviewed.pdn")
+    # Written beside the output and renamed over it at the end: an earlier review there is kept until a new
+    # one is complete (a review stopped or refused used to leave it deleted).
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
 
     started = time.perf_counter()
     positions = sum(len(g.moves) + 1 for g in games)  # an upper bound: the rules may end a game early
     summary = ReviewSummary()
     annotator = f"checkers-zero review ({engine.network}, " + ", ".join(f"{k} {v}" for k, v in limits.items()) + ")"
     reviewed = ended_early = analysed = ballot_moves = ballot_games = 0
-    with open(out, "w", encoding="utf-8") as sink, tqdm(total=positions, unit="pos", desc=args.pdn.name,
-                                                         disable=args.no_progress, file=sys.stderr) as bar:
-        def count_position() -> None:
-            nonlocal analysed
-            analysed += 1
-            bar.update()
+    try:
+        with open(partial, "w", encoding="utf-8") as sink, tqdm(total=positions, unit="pos", desc=args.pdn.name,
+                                                                 disable=args.no_progress, file=sys.stderr) as bar:
+            def count_position() -> None:
+                nonlocal analysed
+                analysed += 1
+                bar.update()
 
-        for result in review_games(engine, games, limits, settings, on_position=count_position):
-            if isinstance(result, GameReview):
-                sink.write(result.pdn(annotator))
-                summary.add(result)
-                reviewed += 1
-                ended_early += result.ended_by_rule is not None
-                ballot_moves += result.ballot
-                ballot_games += result.ballot > 0
-            else:
-                game, message = result
-                unreadable.append(f"game {game.index} (line {game.line}): the engine refused it: {message}")
+            for result in review_games(engine, games, limits, settings, on_position=count_position):
+                if isinstance(result, GameReview):
+                    sink.write(result.pdn(annotator))
+                    summary.add(result)
+                    reviewed += 1
+                    ended_early += result.ended_by_rule is not None
+                    ballot_moves += result.ballot
+                    ballot_games += result.ballot > 0
+                else:
+                    game, message = result
+                    unreadable.append(f"game {game.index} (line {game.line}): the engine refused it: {message}")
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     seconds = time.perf_counter() - started
     if not reviewed:  # the engine refused every game: an empty file is no review
-        out.unlink()
+        partial.unlink()
         return nothing_reviewed()
+    os.replace(partial, out)
     print(f"{args.pdn}: {reviewed} games reviewed into {out} in {seconds:.1f} s ({analysed} positions, "
           f"{', '.join(f'{k} {v}' for k, v in limits.items())} each)")
     if ballot_moves:

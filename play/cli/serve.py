@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        print(f"checkers-zero serve: --port {args.port}: a port is 0 (any free one) to 65535", file=sys.stderr)
+        return 2
     # Loading the network and compiling the search take seconds (more after an install): say so at once.
     print("checkers-zero serve: loading the network and preparing the search ...", flush=True)
     try:

@@ -72,6 +72,14 @@ def test_binds_loopback_by_default(engine):
         srv.server_close()
 
 
+@pytest.mark.parametrize("port", ["-1", "99999"])
+def test_serve_refuses_a_port_out_of_range_in_one_line_before_loading(port, capsys):
+    # Before: the network was loaded, then the socket raised OverflowError with a traceback.
+    assert main(["serve", "--port", port]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"checkers-zero serve: --port {port}: a port is 0 (any free one) to 65535\n"
+
+
 def test_serve_says_it_is_starting_before_it_loads_the_network(engine, monkeypatch, capsys):
     said_before_loading = []
 

@@ -166,3 +166,20 @@ def test_review_fails_when_no_game_could_be_reviewed(tiny_checkpoint, tmp_path, 
     last = captured.err.strip().splitlines()[-1]
     assert last == f"checkers-zero review: no game in {source} could be reviewed (1 skipped)"
     assert "15-11" in captured.err and "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("flags, message", [(["--sims", "-2"], "--sims -2: must be at least 1"),
+                                            (["--time", "nan"], "--time nan: must be a finite number")])
+def test_review_keeps_an_earlier_review_when_it_refuses_its_limits(tiny_checkpoint, tmp_path, capsys, flags,
+                                                                    message):
+    # Before: the earlier GAMES.reviewed.pdn was truncated, then deleted when every game was refused.
+    source = tmp_path / "games.pdn"
+    source.write_text(GAMES)
+    out = tmp_path / "games.reviewed.pdn"
+    out.write_text("an earlier review\n")
+    code = main(["review", str(source), "--out", str(out), "--checkpoint", str(tiny_checkpoint), "--no-progress",
+                 *flags])
+    assert code == 2 and out.read_text() == "an earlier review\n"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["games.pdn", "games.reviewed.pdn"]

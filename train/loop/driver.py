@@ -45,6 +45,11 @@ from zero.run.wandb_logging import WandbMissing, import_wandb
 log = logging.getLogger("checkers_zero.loop")
 
 
+# One process each: far above any machine or cluster the loop runs on, and far below what a machine can start
+# (an actor count of 10^23 was saved in a run's config and hung every resume at "resuming ... actor(s)").
+MOST_ACTORS = 1024
+
+
 @dataclass
 class LoopConfig:
     """Everything a run needs; stored as RUN/loop-config.toml on the first start and reused on resume."""
@@ -75,6 +80,8 @@ class LoopConfig:
         """Refuse settings no process could run with, before any process starts."""
         if self.actors < -1:
             raise ValueError("actors must be a number of processes, or -1 (sized for the machine)")
+        if self.actors > MOST_ACTORS:
+            raise ValueError(f"actors = {self.actors}: at most {MOST_ACTORS:,} processes")
         self.selfplay.validate()
         self.trainer.validate()
         self.reanalyse.validate()

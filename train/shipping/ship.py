@@ -21,6 +21,7 @@ predecessor.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from zero.net.checkpoint import (DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
 from zero.net.inference import Evaluator
 from zero.rules.game import RulesConfig
 from zero.run.config import atomic_write_bytes, check_settings, code_version, file_sha256, setting
+from zero.run.data import REPOSITORY
 from zero.run.rundir import RunDir
 
 # The link of the chain a shipped network is when its file records none: the pretrained network.
@@ -183,11 +185,11 @@ def card_entry(shipped: Path, network: Checkpoint, record: dict, summary: dict |
         f"float32), no optimizer state; sha256 `{file_sha256(shipped)}`. Written by `checkers-zero ship` at code "
         f"version {record['code_version']}.",
         "",
-        f"- Network: `{record['candidate']}` (sha256 `{record['candidate_sha256'][:16]}…`, written at code "
-        f"version {record['candidate_code_version']}, {record['candidate_created']}); {network.net_config}; "
+        f"- Network: `{card_path(record['candidate'])}` (sha256 `{record['candidate_sha256'][:16]}…`, written at "
+        f"code version {record['candidate_code_version']}, {record['candidate_created']}); {network.net_config}; "
         f"trainer step {network.step:,}" + _drawn(network) + ".",
         f"- Head-to-head against link {record['link'] - 1} (sha256 `{record['predecessor_sha256'][:16]}…`, "
-        f"step {record['predecessor_step']:,}): {match['games']} games of `{match['openings']}` at "
+        f"step {record['predecessor_step']:,}): {match['games']} games of `{card_path(match['openings'])}` at "
         f"{_budget(match)} each, seed {match['seed']}: +{match['wins']} ={match['draws']} "
         f"-{match['losses']}, score {match['score']:.3f}, Elo {format_elo(match['elo'])} (95 % CI "
         f"{format_elo(low)} .. {format_elo(high)}); pairs by the candidate's points 0/0.5/1/1.5/2: "
@@ -206,24 +208,49 @@ def card_entry(shipped: Path, network: Checkpoint, record: dict, summary: dict |
     return "\n".join(lines) + "\n"
 
 
+_ABSOLUTE_IN_TOML = re.compile(r'"(/[^"]*)"')
+
+
+def card_path(path: str | None) -> str:
+    """A path as the card writes it: relative to the repository when inside it, else from the run directory it
+    lies in (`RUN/checkpoints/candidate-N.pt`), else its last part. The provenance keeps the absolute path,
+    which finds the run again; the card is read on other machines, where that path means nothing."""
+    if path is None or not Path(path).is_absolute():
+        return str(path)
+    full = Path(path)
+    if full.is_relative_to(REPOSITORY):
+        return str(full.relative_to(REPOSITORY))
+    parts = full.parts
+    if "checkpoints" in parts[:-1]:
+        run_at = len(parts) - 1 - parts[::-1].index("checkpoints") - 1
+        return str(Path(*parts[run_at:]))
+    return full.name
+
+
+def _provenance_json(provenance: dict) -> str:
+    return json.dumps({key: card_path(value) if isinstance(value, str) and value.startswith("/") else value
+                       for key, value in provenance.items()}, default=str)
+
+
 def _raw_policy(oca: dict | None) -> str:
     if oca is None:
         return "- Raw policy on the OCA test split: not measured (no dataset; ShipConfig.oca_dataset)."
-    return (f"- Raw policy on the OCA test split (`{oca['dataset']}`, {oca['positions']:,} positions with a choice): "
-            f"top-1 {oca['top1']:.1%}, top-3 {oca['top3']:.1%}; value cross-entropy {oca['value_ce']:.4f}.")
+    return (f"- Raw policy on the OCA test split (`{card_path(oca['dataset'])}`, {oca['positions']:,} positions "
+            f"with a choice): top-1 {oca['top1']:.1%}, top-3 {oca['top3']:.1%}; value cross-entropy "
+            f"{oca['value_ce']:.4f}.")
 
 
 def _pretraining(provenance: dict) -> str:
     """The card's line for a network with no run described: pretrained or distilled, made by a run that is
     not here, or else its provenance."""
     if "run" in provenance:
-        return (f"- Run: `{provenance['run']}`, not on this machine (that path is absent, or another run's), so "
-                f"not described here (provenance {json.dumps(provenance, default=str)}).")
+        return (f"- Run: `{card_path(provenance['run'])}`, not on this machine (that path is absent, or another "
+                f"run's), so not described here (provenance {_provenance_json(provenance)}).")
     if "dataset" not in provenance:
-        return f"- Run: none recorded (provenance {json.dumps(provenance, default=str)})."
-    source = f"`{provenance['dataset']}` (from `{provenance.get('source')}`, sha256 " \
+        return f"- Run: none recorded (provenance {_provenance_json(provenance)})."
+    source = f"`{card_path(provenance['dataset'])}` (from `{card_path(provenance.get('source'))}`, sha256 " \
              f"`{str(provenance.get('source_sha256'))[:16]}…`)"
-    teacher = f"`{provenance.get('teacher')}` (sha256 `{str(provenance.get('teacher_sha256'))[:16]}…`)"
+    teacher = f"`{card_path(provenance.get('teacher'))}` (sha256 `{str(provenance.get('teacher_sha256'))[:16]}…`)"
     made = (f"distilled from {teacher} (its policy, win/draw/loss and plies left) on {source} "
             f"and {provenance.get('teacher_positions', 0):,} positions of the teacher's own games"
             if provenance.get("teacher") else f"pretrained on {source}")
@@ -255,7 +282,7 @@ def _parents(summary: dict) -> str:
 
 
 def _run_section(summary: dict) -> list[str]:
-    lines = [f"### Run `{summary['path']}`", ""]
+    lines = [f"### Run `{card_path(summary['path'])}`", ""]
     for record in summary["records"]:
         lines.append(f"- {record['name']}: started {record['started']}, code version {record['code_version']}")
     replay = summary["replay"]
@@ -267,10 +294,11 @@ def _run_section(summary: dict) -> list[str]:
         copied, trainer = continued["copied"], continued["trainer_state"]
         best = continued["source_best"]
         then = f"`{best['name']}`, step {best['step']:,}" if best else "no best network"
-        lines.append(f"- Continued `{continued['source']}` (its best then: {then}): took "
+        lines.append(f"- Continued `{card_path(continued['source'])}` (its best then: {then}): took "
                      f"{copied['games']:,} games ({copied['positions']:,} positions) of its newest "
                      f"{copied['window']:,}, and its trainer state at step {trainer['step']:,}.")
     if summary["config"]:
-        lines += ["", "<details><summary>loop-config.toml</summary>", "", "```toml", summary["config"].rstrip("\n"),
+        lines += ["", "<details><summary>loop-config.toml</summary>", "", "```toml", _ABSOLUTE_IN_TOML.sub(
+                      lambda m: f'"{card_path(m.group(1))}"', summary["config"].rstrip("\n")),
                   "```", "", "</details>"]
     return lines + [""]

@@ -28,8 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from zero.endgames.egdb import EgdbFileError
+    from zero.endgames.egdb import MOST_PIECES, EgdbFileError
 
+    if args.pieces is not None and not 2 <= args.pieces <= MOST_PIECES:
+        print(f"error: --pieces {args.pieces}: endgame databases hold 2 to {MOST_PIECES} pieces", file=sys.stderr)
+        return 2
     try:
         if args.egdb_command == "build":
             return _build(args.pieces, args.out, progress=not args.no_progress)
@@ -64,7 +67,7 @@ def _build(pieces: int, out: Path | None, progress: bool) -> int:
 
 
 def _probe(fen: str, pieces: int | None, directory: Path | None) -> int:
-    from zero.endgames.egdb import built, default_dir, load
+    from zero.endgames.egdb import MOST_PIECES, built, default_dir, load
     from zero.rules.notation import NotationError, fen_to_position
 
     try:
@@ -73,6 +76,9 @@ def _probe(fen: str, pieces: int | None, directory: Path | None) -> int:
         print(f"error: {fen!r} is not a position in FEN, e.g. W:WK6,K9:BK15 ({exc})", file=sys.stderr)
         return 2
     held = position.piece_count()
+    if held > MOST_PIECES:
+        print(f"error: {fen} has {held} pieces; endgame databases hold at most {MOST_PIECES}", file=sys.stderr)
+        return 2
     pieces = pieces or max(2, held)
     if pieces < held:
         print(f"error: {fen} has {held} pieces, more than the {pieces}-piece database holds", file=sys.stderr)

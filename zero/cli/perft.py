@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
-from zero.rules.notation import INITIAL_FEN, fen_to_position
+from zero.rules.notation import INITIAL_FEN, NotationError, fen_to_position
 from zero.rules.perft import divide, perft, published_count
 
 
@@ -18,7 +19,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    pos = fen_to_position(args.fen)
+    if args.depth < 0:
+        print(f"checkers-zero perft: --depth {args.depth}: must be 0 or more", file=sys.stderr)
+        return 2
+    try:
+        pos = fen_to_position(args.fen)
+    except NotationError as exc:
+        print(f"checkers-zero perft: --fen {args.fen!r} is not a position in FEN ({exc})", file=sys.stderr)
+        return 2
     perft(pos, 1)  # compile before timing
     start = time.perf_counter()
     if args.divide and args.depth > 0:

@@ -138,6 +138,8 @@ def load_openings(path: str | Path) -> list[Opening]:
         lines = path.read_text(encoding="utf-8-sig").splitlines()
     except OSError as exc:
         raise BallotError(f"cannot read ballot {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise BallotError(f"{path}: not a ballot: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     readers = {".txt": _from_text, ".tsv": _from_tsv, ".pdn": _from_fen_pdn}
     reader = readers.get(path.suffix.lower())
     if reader is None:

@@ -10,7 +10,8 @@ Reading
     read_pdn reads a path's, never holding an over-long line whole (for callers that pass their own lines).
 
     Syntax handled: `[Tag "value"]` headers (backslash escapes in values), `{...}` comments spanning lines
-    with anything inside, `;` comments to the end of the line, `(...)` variations (nested, skipped),
+    with anything inside but a whole header line (a `[Tag "value"]` line inside an open comment ends it as never
+    closed and starts the next game, so that one open brace cannot swallow the games after it), `;` comments to the end of the line, `(...)` variations (nested, skipped),
     move numbers `12.` / `12...` anywhere (also at line ends), NAGs `$3` and `!`/`?` marks, moves `11-15`,
     `22x15`, `26x17x10x1`, a capture given by its end squares only (`26x1`, resolved against the legal
     moves; ambiguous is an error naming the candidates), results `1-0`, `0-1`, `1/2-1/2`, `*` and the
@@ -133,6 +134,7 @@ _TOKEN = re.compile(
     r"|$)"  # only whitespace left on the line: no group matches
 )
 _UNESCAPE = re.compile(r"\\(.)")
+_TAG_LINE = re.compile(r"\s*\[\s*[A-Za-z0-9_]+\s*\"[^\"\\]*(?:\\.[^\"\\]*)*\"\s*\]\s*$")
 _SPLIT_SQUARES = re.compile(r"[-x:]")
 
 
@@ -232,10 +234,22 @@ def _drafts(lines: Iterable[str]) -> Iterator[_Draft]:
         end = len(line)
         if comment_line:
             close = line.find("}")
-            if close < 0:
+            if close >= 0:
+                comment_line = 0
+                pos = close + 1
+            elif _TAG_LINE.match(line):
+                # A whole header line inside a comment: the comment was never closed and the next game starts
+                # here. Read as comment text it would swallow every game after it, unreported.
+                if game is None or game.result is not None:
+                    if game is not None:
+                        yield game
+                    game = _Draft(comment_line)
+                game.fail(f"comment opened on line {comment_line} is never closed", comment_line)
+                yield game
+                game = None
+                comment_line = 0
+            else:
                 continue
-            comment_line = 0
-            pos = close + 1
         while pos < end:
             m = match(line, pos)
             kind = m.lastgroup

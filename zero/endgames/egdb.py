@@ -47,6 +47,7 @@ LOSS, DRAW, WIN, UNKNOWN = -1, 0, 1, 2
 VALUE_NAMES = {LOSS: "loss", DRAW: "draw", WIN: "win", UNKNOWN: "unknown"}
 
 MAX_DISTANCE = 253
+MOST_PIECES = 8  # the largest database the index lays out
 UNSOLVED_CODE = 254  # only while a build runs; a file holding it is refused
 DRAW_CODE = 255
 
@@ -305,8 +306,8 @@ class Layout:
 @functools.lru_cache(maxsize=4)
 def layout(pieces: int) -> Layout:
     """The layout for `pieces`; the one for fewer pieces is its prefix."""
-    if not 2 <= pieces <= 8:
-        raise ValueError(f"endgame databases hold 2 to 8 pieces, not {pieces}")
+    if not 2 <= pieces <= MOST_PIECES:
+        raise ValueError(f"endgame databases hold 2 to {MOST_PIECES} pieces, not {pieces}")
     rank_offset = np.zeros((pieces + 1, pieces + 1), dtype=np.int64)
     conf_offset = np.zeros((pieces + 1, pieces + 1), dtype=np.int64)
     tables, blacks, whites = [], [], []

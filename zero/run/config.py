@@ -185,8 +185,11 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             value = raw
         node = data
         parts = key.strip().split(".")
-        for p in parts[:-1]:
+        for depth, p in enumerate(parts[:-1]):
             node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {'.'.join(parts[:depth + 1])} is a setting, not a section "
+                                  f"with keys below it")
         node[parts[-1]] = value
     return data
 
