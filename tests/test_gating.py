@@ -186,6 +186,16 @@ def test_status_lines_stay_short_with_everything_going_on():
     assert "reanalysed 44% of a batch" in lines[0]
 
 
+def test_a_loop_with_no_local_actor_says_what_it_waits_for():
+    # Before: "the first games are being played", forever, with no actor to play them.
+    from train.loop.driver import format_status
+
+    lines = format_status({"games": 0, "positions": 0, "local_actors": 0}, 60.0).splitlines()
+    assert lines[0].startswith("[1.0 min] games 0 (--actors 0: waiting for `checkers-zero selfplay --first-actor N`")
+    assert all(len(line) <= 120 for line in lines), lines
+    assert "first games are being played" in format_status({"games": 0, "positions": 0, "local_actors": 2}, 60.0)
+
+
 def test_the_status_line_gives_the_pairs_the_sprt_has_counted_and_no_llr_before_it_judges():
     # Before: "game 70/288 +22=26-22, LLR 270.14 in (-2.94, 2.94)": an LLR from 3 pairs (the rest waiting for
     # an early opening's game, pairs count in ballot order), far outside bounds it was not yet judged by.

@@ -219,6 +219,38 @@ def test_an_interrupted_run_resumes_to_the_same_weights(dataset, tmp_path, monke
         train(cfg, data.path, tmp_path / "c.pt", tmp_path / "run-b", progress=False)
 
 
+def test_ctrl_c_saves_the_run_at_its_step_and_the_expected_time_is_said(dataset, tmp_path, monkeypatch, capsys):
+    # Before: Ctrl-C said "interrupted" and lost the steps since the last checkpoint, and nothing said up front
+    # how long a run would take.
+    import os
+    import re
+    import signal
+
+    data, _ = dataset
+    train(_config(30), data.path, tmp_path / "a.pt", tmp_path / "run-a", progress=False)
+    said = capsys.readouterr().out
+    assert re.search(r"expected: about (\d+ h )?\d+ min more for steps 20 to 30 at this pace; Ctrl-C saves", said)
+    calls = {"n": 0}
+    original = PretrainDataset.samples
+
+    def ctrl_c(self, rows):
+        calls["n"] += 1
+        if calls["n"] == 13:  # Ctrl-C while step 13 is drawn: it finishes, and the run is saved there
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, rows)
+
+    monkeypatch.setattr(PretrainDataset, "samples", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        train(_config(30), data.path, tmp_path / "b.pt", tmp_path / "run-b", progress=False)
+    assert "interrupted: saved at step 13/30" in capsys.readouterr().out
+    assert load_checkpoint(tmp_path / "run-b" / "last.pt").step == 13
+    monkeypatch.setattr(PretrainDataset, "samples", original)
+    train(_config(30), data.path, tmp_path / "b.pt", tmp_path / "run-b", progress=False)
+    a, b = load_checkpoint(tmp_path / "a.pt"), load_checkpoint(tmp_path / "b.pt")
+    for k in a.state_dict:
+        assert torch.allclose(a.state_dict[k].float(), b.state_dict[k].float(), atol=1e-5), k
+
+
 def test_cli_dataset_command(pdn_file, tmp_path, capsys):
     args = build_parser().parse_args(["pretrain", "dataset", "--pdn", str(pdn_file), "--out", str(tmp_path / "d"),
                                       "--quiet", "--set", "test_fraction=0.3"])

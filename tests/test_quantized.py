@@ -285,3 +285,18 @@ def test_float32_is_there_when_asked_for(tiny):
     assert not quantized.cache_path(tiny).exists()
     with pytest.raises(ValueError, match="precision"):
         Evaluator.from_checkpoint(tiny, "cpu", precision="int4")
+
+
+def test_a_notice_in_a_process_that_logs_is_time_stamped_like_its_log_lines(capsys):
+    # Before: the loop's console showed "deriving the int8 model ..." among time-stamped lines, without one.
+    import logging
+    import re
+
+    handler = logging.NullHandler()
+    logging.getLogger().addHandler(handler)
+    try:
+        quantized.notify("deriving the int8 model of c.pt")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    said = capsys.readouterr().err
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} deriving the int8 model of c\.pt\n", said), said

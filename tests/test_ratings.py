@@ -186,3 +186,25 @@ def test_the_classical_engine_tops_the_yardstick_ladder_in_the_table_and_plot(tm
     assert fit[YARDSTICKS[-1]].elo > fit["alphabeta:12"].elo
     assert YARDSTICKS[-1] in format_table(table)
     assert plot(table, tmp_path / "ratings.png").stat().st_size > 0
+
+
+def test_ratings_says_why_its_plot_has_no_checkpoint(tmp_path, capsys):
+    # Before: an empty plot, with nothing said.
+    from play.cli.main import main
+    from zero.run.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    table = RatingsTable()
+    table.add_player(PlayerInfo(ANCHOR, "yardstick"))
+    table.add_player(PlayerInfo(REFERENCE, "yardstick"))
+    table.add_results(REFERENCE, ANCHOR, 20, 2, 2)
+    run.ratings.parent.mkdir(parents=True, exist_ok=True)
+    table.save(run.ratings)
+    assert main(["ratings", "--run", str(run.root)]) == 0
+    said = capsys.readouterr().out.splitlines()[-1]
+    assert said.startswith(f"plot written to {run.ratings_plot}: the yardsticks only, as no checkpoint of")
+    table.add_player(PlayerInfo("c1", "checkpoint", step=100, path="c1.pt"))
+    table.add_results("c1", ANCHOR, 3, 2, 1)
+    table.save(run.ratings)
+    assert main(["ratings", "--run", str(run.root)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"plot written to {run.ratings_plot}"

@@ -313,3 +313,13 @@ def test_mirroring_maps_legal_moves_to_legal_moves(pos):
     assert merged == {(m.from_square, m.to_square, m.captured) for m in mirrored.legal_moves()}
     for move in paths:
         assert pos.play(move).mirrored() == mirrored.play(_mirror_move(move))
+
+
+def test_a_side_with_more_pieces_than_it_starts_with_is_refused():
+    # Before: a FEN with 13 kings was analysed (and the JSON engine grew its tree on it until it died).
+    thirteen = "W:WK1,K2,K3,K4,K5,K6,K7,K8,K9,K10,K11,K12,K13:B20"
+    with pytest.raises(NotationError, match="White has 13 pieces, more than the 12 a side starts with"):
+        fen_to_position(thirteen)
+    with pytest.raises(NotationError, match="Black has 13 pieces"):
+        fen_to_position("B:W10:B" + ",".join(f"K{s}" for s in range(20, 33)))
+    assert fen_to_position("W:W" + ",".join(str(s) for s in range(21, 33)) + ":B1").white.bit_count() == 12

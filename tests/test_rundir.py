@@ -105,3 +105,11 @@ def test_a_file_is_not_a_run_directory(tmp_path):
     path.write_text("x")
     with pytest.raises(RunDirError, match="is a file"):
         RunDir(path).take_loop_lock()
+
+
+def test_a_run_started_from_another_runs_start_keeps_its_name(tmp_path):
+    # Before: a run continued from a continued run named its best network initial-initial-shipped.
+    run = RunDir(tmp_path / "run")
+    assert run.initial_checkpoint("shipped").name == "initial-shipped.pt"
+    assert run.initial_checkpoint("initial-shipped").name == "initial-shipped.pt"
+    assert run.initial_checkpoint("candidate-0000042").name == "initial-candidate-0000042.pt"

@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     from play.engine import Engine
 
     try:
+        if args.top < 1:
+            raise PlayError(f"--top {args.top}: must be at least 1")
         searched_for_time = args.time is not None
         budget: Budget = budget_for(simulations=None if searched_for_time else args.sims or DEFAULT_SIMULATIONS,
                                     seconds=args.time)

@@ -72,6 +72,12 @@ def test_bad_input_is_a_clear_error(capsys, tiny_checkpoint, tmp_path):
     assert code == 2 and "cannot read" in err
 
 
+def test_a_top_below_one_is_refused_in_one_line(capsys, tiny_checkpoint):
+    # Before: accepted (and the table showed all but the last two moves).
+    code, out, err = analyze(capsys, tiny_checkpoint, "--fen", "B:W21-32:B1-12", "--top", "-2")
+    assert code == 2 and out == "" and err == "checkers-zero analyze: --top -2: must be at least 1\n"
+
+
 def test_a_checkpoint_whose_answers_are_not_finite_is_refused_in_one_line(capsys, tmp_path):
     # Finite weights, checksums as the normal save writes them: the network answers NaN, and analyze used to
     # die in the int8 model's calibration with a traceback.

@@ -209,6 +209,12 @@ def format_table(table: RatingsTable) -> str:
     return "\n".join(lines)
 
 
+def checkpoint_points(table: RatingsTable, ratings: dict) -> list[tuple[int, float, float]]:
+    """(step, Elo, 95 % interval) of every rated checkpoint, by step."""
+    return sorted((table.players[n].step or 0, r.elo, r.ci95_ref) for n, r in ratings.items()
+                  if table.players[n].kind == "checkpoint" and not math.isnan(r.elo))
+
+
 def plot(table: RatingsTable, out_png: Path) -> Path:
     """Rating of each checkpoint against its training step, yardsticks as horizontal lines."""
     import matplotlib
@@ -218,11 +224,7 @@ def plot(table: RatingsTable, out_png: Path) -> Path:
 
     ratings = table.fit()
     fig, ax = plt.subplots(figsize=(8, 5))
-    points = sorted(
-        (table.players[n].step or 0, r.elo, r.ci95_ref)
-        for n, r in ratings.items()
-        if table.players[n].kind == "checkpoint" and not math.isnan(r.elo)
-    )
+    points = checkpoint_points(table, ratings)
     if points:
         steps, elos, cis = zip(*points)
         ax.errorbar(steps, elos, yerr=[min(c, 2000) for c in cis], marker="o", capsize=3, label="checkpoints")

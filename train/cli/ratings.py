@@ -12,7 +12,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from train.arena.ratings import RatingsTable, format_table, plot
+    from train.arena.ratings import RatingsTable, checkpoint_points, format_table, plot
     from zero.run.rundir import RunDir
 
     run = RunDir(args.run)
@@ -22,5 +22,9 @@ def run(args: argparse.Namespace) -> int:
     table = RatingsTable.load(run.ratings)
     print(format_table(table))
     png = plot(table, Path(args.plot) if args.plot else run.ratings_plot)
-    print(f"plot written to {png}")
+    if checkpoint_points(table, table.fit()):
+        print(f"plot written to {png}")
+    else:  # before: an empty plot, with nothing said
+        print(f"plot written to {png}: the yardsticks only, as no checkpoint of {run.root} is rated yet (the "
+              f"gatekeeper rates the starting network and each promoted one with gating.rating_games games)")
     return 0

@@ -17,8 +17,11 @@ still judge the student against the experts' moves and the games' results, as fo
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -289,6 +292,31 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
+# Steps timed before the expected time is said: enough to pass the first steps' warm-up, few enough to say
+# it within seconds.
+EXPECTED_TIME_AFTER = 20
+
+
+@contextlib.contextmanager
+def _interrupt_between_steps():
+    """Ctrl-C sets the event instead of raising inside a step, so the run is saved whole at a step boundary
+    (a step cut in the middle may have updated some weights and not others)."""
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"about {minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"about {max(minutes, 1)} min"
+
+
 def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: str | Path,
           restart: bool = False, progress: bool = True) -> dict:
     """Train (or resume) a run, evaluate on the test split, write the final checkpoint to `out`.
@@ -376,43 +404,53 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
     tick, tick_step = time.perf_counter(), step
     deadline = time.monotonic() + cfg.max_minutes * 60 if cfg.max_minutes > 0 else math.inf
     stopped_early = False
-    while step < cfg.steps:
-        if time.monotonic() > deadline:
-            # A safety net for a shared machine: the schedule assumed `steps`, so say so in the metrics.
-            stopped_early = True
-            checkpoint(last)
-            bar.write(f"time limit of {cfg.max_minutes} minutes reached at step {step}/{cfg.steps}")
-            break
-        lr = lr_at(cfg.optim, step, cfg.steps)
-        try:
-            parts = learner.step(source.samples(order.at(step)), lr)
-        except TrainingDiverged as exc:
-            raise PretrainError(f"step {step}: {exc}") from None
-        step += 1
-        bar.update(1)
-        for k in ("policy", "value", "moves_left"):
-            if k in parts:
-                window.setdefault(k, []).append(parts[k])
-        if step % cfg.log_every == 0 or step == cfg.steps:
-            now = time.perf_counter()
-            rate = (step - tick_step) * cfg.batch_size / max(now - tick, 1e-9)
-            tick, tick_step = now, step
-            means = {k: float(np.mean(v)) for k, v in window.items()}
-            window.clear()
-            bar.set_postfix(policy=f"{means['policy']:.3f}", value=f"{means['value']:.3f}", lr=f"{lr:.2e}",
-                            sps=f"{rate:.0f}")
-            logger.log({**{f"train/{k}": v for k, v in means.items()}, "train/lr": lr,
-                        "train/samples_per_s": rate}, step)
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            vm = split_metrics(predict(net, data, val_rows, device, cfg.eval_batch), data, val_rows)
-            logger.log(_flat({"val": {"top1": vm["policy"]["top1"], "top3": vm["policy"]["top3"],
-                                      "policy_ce": vm["policy"]["policy_ce"], "value_ce": vm["value"]["ce"],
-                                      "value_accuracy": vm["value"]["accuracy"]}}), step)
-            bar.write(f"step {step}: validation top-1 {vm['policy']['top1']:.1%} top-3 {vm['policy']['top3']:.1%} "
-                      f"policy ce {vm['policy']['policy_ce']:.3f} value ce {vm['value']['ce']:.4f} "
-                      f"(base {vm['value']['base_rate_ce']:.4f})")
-        if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-            checkpoint(last)
+    first_step, first_tick = step, time.perf_counter()
+    with _interrupt_between_steps() as interrupted:
+        while step < cfg.steps:
+            if time.monotonic() > deadline:
+                # A safety net for a shared machine: the schedule assumed `steps`, so say so in the metrics.
+                stopped_early = True
+                checkpoint(last)
+                bar.write(f"time limit of {cfg.max_minutes} minutes reached at step {step}/{cfg.steps}")
+                break
+            lr = lr_at(cfg.optim, step, cfg.steps)
+            try:
+                parts = learner.step(source.samples(order.at(step)), lr)
+            except TrainingDiverged as exc:
+                raise PretrainError(f"step {step}: {exc}") from None
+            step += 1
+            bar.update(1)
+            for k in ("policy", "value", "moves_left"):
+                if k in parts:
+                    window.setdefault(k, []).append(parts[k])
+            if step % cfg.log_every == 0 or step == cfg.steps:
+                now = time.perf_counter()
+                rate = (step - tick_step) * cfg.batch_size / max(now - tick, 1e-9)
+                tick, tick_step = now, step
+                means = {k: float(np.mean(v)) for k, v in window.items()}
+                window.clear()
+                bar.set_postfix(policy=f"{means['policy']:.3f}", value=f"{means['value']:.3f}", lr=f"{lr:.2e}",
+                                sps=f"{rate:.0f}")
+                logger.log({**{f"train/{k}": v for k, v in means.items()}, "train/lr": lr,
+                            "train/samples_per_s": rate}, step)
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                vm = split_metrics(predict(net, data, val_rows, device, cfg.eval_batch), data, val_rows)
+                logger.log(_flat({"val": {"top1": vm["policy"]["top1"], "top3": vm["policy"]["top3"],
+                                          "policy_ce": vm["policy"]["policy_ce"], "value_ce": vm["value"]["ce"],
+                                          "value_accuracy": vm["value"]["accuracy"]}}), step)
+                bar.write(f"step {step}: validation top-1 {vm['policy']['top1']:.1%} top-3 {vm['policy']['top3']:.1%} "
+                          f"policy ce {vm['policy']['policy_ce']:.3f} value ce {vm['value']['ce']:.4f} "
+                          f"(base {vm['value']['base_rate_ce']:.4f})")
+            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+                checkpoint(last)
+            if step - first_step == EXPECTED_TIME_AFTER and step < cfg.steps:
+                seconds = (time.perf_counter() - first_tick) / EXPECTED_TIME_AFTER * (cfg.steps - step)
+                bar.write(f"expected: {_duration(seconds)} more for steps {step:,} to {cfg.steps:,} at this pace; "
+                          f"Ctrl-C saves the run at its step and the same command resumes it")
+            if interrupted.is_set():
+                checkpoint(last)
+                bar.write(f"interrupted: saved at step {step:,}/{cfg.steps:,} in {last}; the same command resumes")
+                raise KeyboardInterrupt
     bar.close()
 
     test_rows = data.rows("test")

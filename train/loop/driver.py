@@ -236,7 +236,9 @@ def format_status(snap: dict, elapsed: float) -> str:
     SPRT against its bounds (a decided gate has a log line of its own)."""
     clock = f"[{elapsed / 60:.1f} min]"
     progress = [f"{clock} games {snap['games']}", f"positions {snap['positions']}"]
-    if snap["games"] == 0:
+    if snap["games"] == 0 and snap.get("local_actors") == 0:
+        progress[0] = f"{clock} games 0 (--actors 0: waiting for `checkers-zero selfplay --first-actor N` elsewhere)"
+    elif snap["games"] == 0:
         progress[0] = f"{clock} games 0 (the first games are being played)"
     tr = snap.get("trainer")
     if tr:
@@ -455,7 +457,7 @@ def run_loop(args: argparse.Namespace) -> int:
                 break
             if time.time() - last_status >= cfg.status_seconds:
                 last_status = time.time()
-                snap = status_snapshot(run_dir)
+                snap = status_snapshot(run_dir) | {"local_actors": actors}
                 for line in format_status(snap, record_run_minutes(run_dir, minutes_before, started)).splitlines():
                     log.info(line)
                 if wb is not None:
@@ -464,7 +466,7 @@ def run_loop(args: argparse.Namespace) -> int:
     finally:
         log.info("stopping: waiting for every process to save its state")
         sup.stop_all()
-        snap = status_snapshot(run_dir)
+        snap = status_snapshot(run_dir) | {"local_actors": actors}
         for line in format_status(snap, record_run_minutes(run_dir, minutes_before, started)).splitlines():
             log.info(line)
         if wb is not None:

@@ -62,7 +62,10 @@ AGREEMENT_FLOOR = {"policy": 0.01, "value": 0.01, "plies-left": 0.5}
 
 
 def notify(message: str) -> None:
-    """One line to the user on stderr (stdout may carry a protocol, as the engine's does)."""
+    """One line to the user on stderr (stdout may carry a protocol, as the engine's does); in a process that
+    logs (the loop's roles, whose stderr reaches the loop's console) time-stamped like its log lines."""
+    if logging.getLogger().handlers:
+        message = f"{logging.Formatter().formatTime(logging.makeLogRecord({}))} {message}"
     print(message, file=sys.stderr, flush=True)
 
 

@@ -70,6 +70,9 @@ def _squares_list(spec: str) -> list[tuple[int, bool]]:
     return out
 
 
+PIECES_A_SIDE = 12  # no game reaches more: pieces are only ever captured, never added
+
+
 def fen_to_position(fen: str) -> Position:
     """Parse a PDN FEN such as 'B:W21-32:B1-12' or '[FEN "W:WK19,K23:B12,K28"]'-style content."""
     text = fen.strip().strip('"').strip()
@@ -99,6 +102,10 @@ def fen_to_position(fen: str) -> Position:
         raise NotationError(f"a black man on White's back row cannot exist: {fen!r}")
     if white & ~kings & 0xF:
         raise NotationError(f"a white man on Black's back row cannot exist: {fen!r}")
+    for name, side in (("Black", black), ("White", white)):
+        if side.bit_count() > PIECES_A_SIDE:
+            raise NotationError(f"{name} has {side.bit_count()} pieces, more than the {PIECES_A_SIDE} a side starts "
+                                f"with: {fen!r}")
     return Position(black, white, kings, parts[0].upper() == "B")
 
 

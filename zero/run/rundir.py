@@ -185,8 +185,10 @@ class RunDir:
         return sorted(found)
 
     def initial_checkpoint(self, source_name: str) -> Path:
-        """Where the run keeps its own copy of the checkpoint it started from."""
-        return self.checkpoints / f"initial-{source_name}.pt"
+        """Where the run keeps its own copy of the checkpoint it started from. A source that is itself a run's
+        start keeps its name: a run continuing a run continuing the shipped network starts from
+        `initial-shipped.pt`, not `initial-initial-shipped.pt`."""
+        return self.checkpoints / f"initial-{source_name.removeprefix('initial-')}.pt"
 
     def initial_checkpoints(self) -> list[Path]:
         return sorted(self.checkpoints.glob("initial-*.pt"))
