@@ -166,6 +166,16 @@ def test_database_suffixes(tiny_checkpoint):
     assert make_player("mcts:db").egdb is not None  # the shipped network
 
 
+def test_a_database_size_in_a_spec_caps_the_database_a_player_uses(tiny_checkpoint):
+    # :dbleavesN / :dbN: at most N pieces, so that one match can set two sizes against each other.
+    small = make_player(f"mcts:{tiny_checkpoint}:8:dbleaves3:book")
+    assert small.egdb.max_pieces == 3 and small.config.database_leaves and small.name.endswith(":8:dbleaves3:book")
+    assert make_player(f"mcts:{tiny_checkpoint}:8:db2").egdb.max_pieces == 2
+    for bad in ("mcts:8:db9", "mcts:8:dbleaves1"):
+        with pytest.raises(PlayerSpecError, match="2 to 8 pieces"):
+            make_player(bad)
+
+
 def test_precision_suffixes(tiny_checkpoint):
     # :f32 runs the network in float32, :int8raw the int8 model alone; the default answers int8's near ties
     # in float32. An mcts player keeps its evaluator behind a position cache.

@@ -22,6 +22,9 @@
                            played from it (the largest database built, the 4-piece one built on first use)
     mcts...:dbleaves       the same, and its positions are exact leaves of the search too
                            (search.database_leaves)
+    mcts...:dbN, :dbleavesN
+                           either, with the largest database of at most N pieces (2-8), so that one match
+                           can set two sizes against each other
     mcts...:book           the experts' main line played at once where the opening book has it
                            (zero.corpus.opening_book: the OCA games' most played move at a position at least 10
                            of them reached in their first 30 plies; built from the OCA file on first use)
@@ -51,6 +54,7 @@ from selfplay.tree_search.evaluators import CachedEvaluator
 from selfplay.tree_search.search import SearchConfig
 from selfplay.tree_search.time_manager import GAME_CLOCK_SETTINGS, GameClock, TimeManager
 from train.arena.match import MATCH_CACHE_POSITIONS, MatchPlayer, NetworkPlayer
+from zero.endgames.egdb import MOST_PIECES, MOST_PLAYED_PIECES
 from zero.run.config import ConfigError, with_overrides
 from zero.yardsticks.players import AlphaBetaPlayer, RandomPlayer
 
@@ -68,6 +72,7 @@ TIME_MANAGER_SETTINGS = frozenset(f.name for f in dataclasses.fields(TimeManager
 T = TypeVar("T", SearchConfig, TimeManager)
 _AB_SHORTHAND = re.compile(r"ab(\d+)")
 OPTIONS = ("dbleaves", "db", "f32", "int8raw", "book")  # longest first: "db" also ends "dbleaves"
+_DATABASE_SIZE = re.compile(r"(.*?):?(dbleaves|db)(\d+)")
 PRECISION_OPTIONS = {"f32": "float32", "int8raw": "int8-raw"}  # a spec's option -> Evaluator precision
 
 
@@ -100,7 +105,7 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
     if name == "classical":
         return _classical(args, seed)
     args, settings = _search_settings(args)
-    args, options = _trailing_options(args)
+    args, options, most_pieces = _trailing_options(args)
     precisions = sorted(options & PRECISION_OPTIONS.keys())
     if len(precisions) > 1:
         raise PlayerSpecError(f"{spec!r}: one precision a player, :f32 or :int8raw")
@@ -119,8 +124,9 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         if options & {"db", "dbleaves"}:
             from zero.endgames.egdb_build import largest_available
 
-            egdb, leaves = largest_available(), "dbleaves" in options
-        tag = ("" if egdb is None else ":dbleaves" if leaves else ":db") + (":book" if "book" in options else "")
+            egdb, leaves = largest_available(most=most_pieces or MOST_PLAYED_PIECES), "dbleaves" in options
+        tag = "" if egdb is None else (":dbleaves" if leaves else ":db") + (str(most_pieces) if most_pieces else "")
+        tag += ":book" if "book" in options else ""
         tag += precision_tag
         book = _book() if "book" in options else None
         tag += "".join(f":{item}" for item in settings)
@@ -214,18 +220,27 @@ def _search_settings(args: str) -> tuple[str, list[str]]:
     return ":".join(parts[:first]), parts[first:]
 
 
-def _trailing_options(args: str) -> tuple[str, set[str]]:
-    """A spec's arguments without its trailing options (:db, :dbleaves, :f32, :int8raw, in any order), and
-    those."""
+def _trailing_options(args: str) -> tuple[str, set[str], int]:
+    """A spec's arguments without its trailing options (:db, :dbleaves, :f32, :int8raw, :book, in any order),
+    those, and the most pieces of the database they ask for (:dbN, :dbleavesN; 0 where they name none)."""
     options: set[str] = set()
+    most_pieces = 0
     while True:
+        sized = _DATABASE_SIZE.fullmatch(args.rpartition(":")[2])
+        if sized:
+            most_pieces = int(sized.group(3))
+            if not 2 <= most_pieces <= MOST_PIECES:
+                raise PlayerSpecError(f":{sized.group(2)}{sized.group(3)}: a database has 2 to {MOST_PIECES} pieces")
+            args = args[: -len(sized.group(2) + sized.group(3))].rstrip(":")
+            options.add(sized.group(2))
+            continue
         for option in OPTIONS:
             if args == option or args.endswith(":" + option):
                 args = args[: -len(option)].rstrip(":")
                 options.add(option)
                 break
         else:
-            return args, options
+            return args, options, most_pieces
 
 
 def _book():

@@ -48,6 +48,8 @@ VALUE_NAMES = {LOSS: "loss", DRAW: "draw", WIN: "win", UNKNOWN: "unknown"}
 
 MAX_DISTANCE = 253
 MOST_PIECES = 8  # the largest database the index lays out
+# The largest one the players look for: 7 and 8 pieces take more memory and build hours than a player has.
+MOST_PLAYED_PIECES = 6
 UNSOLVED_CODE = 254  # only while a build runs; a file holding it is refused
 DRAW_CODE = 255
 

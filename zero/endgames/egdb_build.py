@@ -23,8 +23,9 @@ from zero.rules import movegen
 from zero.rules.bitboard import FULL, NEIGHBOUR, lowest_bit_index
 from zero.run.config import atomic_write_bytes, remove_leftover_temp_files
 from zero.endgames.egdb import (
-    DRAW, DRAW_CODE, LOSS, MAX_DISTANCE, UNSOLVED_CODE, WIN, Egdb, EgdbFileError, Slice, built, default_dir,
-    encode_slice, flip, kings_count, kings_index, layout, load, men_conf, mirror, probe, read_slice, slice_path,
+    DRAW, DRAW_CODE, LOSS, MAX_DISTANCE, MOST_PLAYED_PIECES, UNSOLVED_CODE, WIN, Egdb, EgdbFileError, Slice, built,
+    default_dir, encode_slice, flip, kings_count, kings_index, layout, load, men_conf, mirror, probe, read_slice,
+    slice_path,
 )
 
 # What ensure_built builds on first use: a few seconds.
@@ -288,7 +289,7 @@ def ensure_built(pieces: int = QUICK_PIECES, directory: Path | None = None) -> E
     return build(pieces, directory, progress=False)
 
 
-def largest_available(directory: Path | None = None, most: int = 6) -> Egdb:
+def largest_available(directory: Path | None = None, most: int = MOST_PLAYED_PIECES) -> Egdb:
     """The largest database whose files are all in `directory` (default_dir()), at most `most` pieces: a
     larger one built with `checkers-zero egdb build`, else the 4-piece one, built here on first use. What
     play, analysis and the search players use."""
