@@ -300,6 +300,27 @@ def test_default_dir_and_ensure_built(tmp_path, monkeypatch):
         ensure_built(5)
 
 
+def test_a_built_database_loads_while_a_larger_build_holds_the_lock(tmp_path):
+    # Before: ensure_built always took the directory's build lock, so while `egdb build --pieces 6` ran (half an
+    # hour) every player and gatekeeper asking for the 4-piece database waited silently for it.
+    import fcntl
+    import threading
+
+    build(3, tmp_path, progress=False)
+    answer = {}
+    with open(tmp_path / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a running build holds it
+        loader = threading.Thread(target=lambda: answer.update(db=ensure_built(3, tmp_path)), daemon=True)
+        loader.start()
+        loader.join(120)
+        assert not loader.is_alive(), "ensure_built waited for the build lock"
+    assert answer["db"].max_pieces == 3
+    # A damaged file is still rebuilt, under the lock (free again here).
+    damaged = slice_path(tmp_path, (1, 0, 1, 0))
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    assert ensure_built(3, tmp_path).max_pieces == 3 and load(3, tmp_path).max_pieces == 3
+
+
 def test_cli_build_and_probe(tmp_path, capsys):
     assert main(["egdb", "build", "--pieces", "2", "--out", str(tmp_path), "--no-progress"]) == 0
     assert main(["egdb", "probe", "B:WK6:B1", "--dir", str(tmp_path)]) == 0

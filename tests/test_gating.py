@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from train.arena.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_gating_log
-from train.arena.ratings import RatingsTable
+from train.arena.ratings import YARDSTICKS, RatingsTable
 from train.arena.sprt import SprtConfig
 from zero.net.checkpoint import save_checkpoint
 from zero.net.network import NetworkConfig, PolicyValueNet
@@ -94,7 +94,8 @@ def test_an_interrupted_gate_resumes_game_by_game_and_is_taken_before_newer_cand
 
     run.write_best(best, 100, "test")
     keeper = Gatekeeper(run.root, cfg, should_stop=stop_after_three_games)
-    keeper.ensure_rated(best)
+    keeper.calibrate_yardsticks()
+    keeper.rate(best, 100)
     with pytest.raises(GatingInterrupted):
         keeper.gate(candidate, 200, best)
     assert len(journal.read_text().splitlines()) == 3 and read_gating_log(run.root) == []
@@ -147,7 +148,7 @@ def test_the_status_line_shows_the_match_in_progress(setup):
     assert "gate candidate-0000200 vs candidate-0000100: game 2/6 +" in line, line
     # Before: the SPRT's progress was not shown while a gate ran. One pair counted of the 3 it needs.
     assert ", pairs counted 1 of the 3 the SPRT needs" in line, line
-    keeper.show_idle()
+    keeper.show_phase("waiting for a candidate")
     assert "gatekeeper: waiting for a candidate" in format_status(status_snapshot(run.root), 60.0)
     run.write_status("trainer", {"step": 0, "phase": "building the OCA expert dataset (first start only, ~40 s)"})
     assert "trainer: building the OCA expert dataset" in format_status(status_snapshot(run.root), 60.0)
@@ -158,6 +159,53 @@ def test_the_status_line_counts_the_games_a_capped_gate_can_play(setup):
     # the ACF ballot under a 6-pair cap, "game N/288").
     _, line = _interrupted_gate(setup, pairs=2, games=1)
     assert "gate candidate-0000200 vs candidate-0000100: game 1/4 +" in line, line
+
+
+def test_a_waiting_candidate_is_gated_before_the_yardsticks_are_calibrated(setup):
+    # Before: a first loop played the whole calibration ladder and the first best's rating games (more than
+    # 12 minutes on 2 cores) before its first gate. Now the gate comes first and the rating work waits.
+    run, cfg, (best, candidate) = setup
+    run.write_best(best, 100, "test")
+    keeper = Gatekeeper(run.root, cfg)
+    assert keeper.turn()
+    assert [e["candidate"] for e in read_gating_log(run.root) if e["decision"] != "skipped"] == [str(candidate)]
+    assert not any(name.startswith("calibration-") for name in RatingsTable.load(run.ratings).recorded)
+    # With no candidate waiting, a turn is one match of the rating work, until there is none.
+    recorded = set(RatingsTable.load(run.ratings).recorded)
+    assert keeper.turn()
+    new = set(RatingsTable.load(run.ratings).recorded) - recorded
+    assert len(new) == 1 and new.pop().startswith("calibration-"), new
+    while keeper.turn():
+        pass
+    table = RatingsTable.load(run.ratings)
+    assert sum(name.startswith("calibration-") for name in table.recorded) == len(YARDSTICKS) - 1
+    best_now = run.read_best()
+    assert {f"rating-{best_now.path.stem}-vs-{spec}" for spec in cfg.rating_yardsticks} <= set(table.recorded)
+
+
+def test_a_match_between_gates_yields_to_a_candidate_and_resumes_after_the_gate(setup):
+    run, cfg, (best, candidate) = setup
+    run.write_best(best, 100, "test")
+    cfg.calibration_games = 4  # 4 games in flight: the first to end meets the waiting candidate
+    keeper = Gatekeeper(run.root, cfg)
+    assert keeper.calibrate_yardsticks(most=1) == 0  # candidate-200 waits: the match stops at once
+    journal = run.match_journal(f"calibration-{YARDSTICKS[1]}-vs-{YARDSTICKS[0]}")
+    kept = len(journal.read_text().splitlines()) if journal.exists() else 0
+    assert kept < 4 and not RatingsTable.load(run.ratings).recorded
+    keeper.turn()  # the gate
+    assert [e["candidate"] for e in read_gating_log(run.root) if e["decision"] != "skipped"] == [str(candidate)]
+    played = []
+    original = keeper._match
+
+    def counting_match(name, a, b, *args, **kwargs):
+        on_game = kwargs.get("on_game")
+        kwargs["on_game"] = lambda g, r: (played.append(g.round), on_game and on_game(g, r))
+        return original(name, a, b, *args, **kwargs)
+
+    keeper._match = counting_match
+    assert keeper.turn()
+    assert len(played) == 4 - kept and not journal.exists()
+    assert f"calibration-{YARDSTICKS[1]}-vs-{YARDSTICKS[0]}" in RatingsTable.load(run.ratings).recorded
 
 
 def test_a_gating_decision_is_a_log_line_of_its_own():

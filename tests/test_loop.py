@@ -24,7 +24,7 @@ from processes import interrupt, reaped, wait_until
 from training_data import negative_variances
 from selfplay.replay.reanalysis_store import FreshTargets
 from selfplay.replay.replay_buffer import ReplayReader, check_store, split_game_id
-from train.arena.gating import read_gating_log
+from train.arena.gating import Gatekeeper, read_gating_log
 from train.arena.ratings import RatingsTable
 from zero.corpus.pdn import PdnGame, read_pdn_text
 from zero.net.checkpoint import load_checkpoint, save_checkpoint
@@ -171,6 +171,9 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
         out = interrupt(proc, signal.SIGINT, timeout=120)
     assert proc.returncode == 0, out
     assert "resuming run" in out and "the trainer goes on from step" in out, out
+    # Every decision of this session is on the console, not only in logs/gatekeeper.log.
+    for entry in read_gating_log(run)[decided_before:]:
+        assert Gatekeeper.decision_line(entry) in out, out
     check_invariants(run, run_copy, before)
     assert run_copy.read_bytes() == copied
     assert trainer_step(run) > step_before

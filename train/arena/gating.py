@@ -174,20 +174,39 @@ class Gatekeeper:
             table.add_player(PlayerInfo(name, "yardstick"))
         return table
 
-    def calibrate_yardsticks(self) -> None:
-        """Neighbouring yardsticks play each other once per run, tying them to the random anchor."""
+    def calibrate_yardsticks(self, most: int | None = None) -> int:
+        """Neighbouring yardsticks play each other once per run, tying them to the random anchor: at most
+        `most` of the matches still to play (all by default). A match that `_match` leaves unfinished because
+        a candidate came (`_yields_to_a_candidate`) keeps its games in its journal for the next call. Returns
+        the number of matches finished."""
         table = self._ratings()
+        finished = 0
         for weaker, stronger in zip(YARDSTICKS, YARDSTICKS[1:]):
-            if table.results.get("|".join(sorted((weaker, stronger)))):
-                self._close_journal(f"calibration-{stronger}-vs-{weaker}")
-                continue
             name = f"calibration-{stronger}-vs-{weaker}"
+            if table.results.get("|".join(sorted((weaker, stronger)))):
+                self._close_journal(name)
+                continue
+            if most is not None and finished >= most:
+                break
+            total = len(match_schedule(self.openings, self.cfg.calibration_games))
             result = self._match(name, make_player(stronger, self.cfg.seed), make_player(weaker, self.cfg.seed + 1),
-                                 self.cfg.seed, self.cfg.calibration_games, self.cfg.calibration_games)
+                                 self.cfg.seed, self.cfg.calibration_games, self.cfg.calibration_games,
+                                 should_stop=self._yields_to_a_candidate(most))
+            if len(result.games) < total:
+                break
             self._save_match(result, name)
             self._record(name, stronger, weaker, result)
             self._close_journal(name)
+            finished += 1
             log.info("calibration %s vs %s: +%d =%d -%d", stronger, weaker, result.wins, result.draws, result.losses)
+        return finished
+
+    def _yields_to_a_candidate(self, most: int | None) -> Callable[[MatchResult], bool]:
+        """A rating match played between gates (`most` given) stops at its next game once a candidate waits,
+        so that a gate comes within a game of the candidate, not after a whole match of yardsticks."""
+        if most is None:
+            return lambda _: False
+        return lambda _: bool(self.pending_candidates())
 
     def _record(self, name: str, a: str, b: str, result: MatchResult, *players: PlayerInfo) -> None:
         """Add a match to the ratings (and the players it introduces) at most once, keyed by its name: a
@@ -206,22 +225,61 @@ class Gatekeeper:
     def egdb(self) -> Egdb | None:
         """The database that judges every recorded game's endgame moves (the largest built; the 4-piece one
         is built on first use)."""
-        return largest_available() if self.cfg.judge_endgames else None
+        if not self.cfg.judge_endgames:
+            return None
+        self.show_phase("loading the endgame database that judges the games' endings (the first time it builds "
+                        "the 4-piece one)")
+        return largest_available()
 
-    def rate(self, checkpoint: Path, step: int) -> None:
-        """Rating games of a checkpoint against the yardsticks (each match recorded as it ends)."""
+    def rate(self, checkpoint: Path, step: int, most: int | None = None) -> int:
+        """Rating games of a checkpoint against the yardsticks (each match recorded as it ends): at most `most`
+        of those still to play (all by default; see calibrate_yardsticks). Returns the number finished."""
+        table = self._ratings()
+        to_play = []
+        for spec in self.cfg.rating_yardsticks:
+            name = f"rating-{checkpoint.stem}-vs-{spec}"
+            if name in table.recorded:
+                self._close_journal(name)
+            else:
+                to_play.append((name, spec))
+        if most is not None:
+            to_play = to_play[:most]
+        if not to_play:
+            return 0
         player = self._network_player(checkpoint)
         info = PlayerInfo(player.name, "checkpoint", step, str(checkpoint))
-        for spec in self.cfg.rating_yardsticks:
-            name = f"rating-{player.name}-vs-{spec}"
-            if name in self._ratings().recorded:
-                self._close_journal(name)
-                continue
+        total = len(match_schedule(self.openings, self.cfg.rating_games))
+        finished = 0
+        for name, spec in to_play:
             result = self._match(name, player, make_player(spec, self.cfg.seed), self.cfg.seed + step,
-                                 self.cfg.rating_games, self.cfg.rating_games)
+                                 self.cfg.rating_games, self.cfg.rating_games,
+                                 should_stop=self._yields_to_a_candidate(most))
+            if len(result.games) < total:
+                break
             self._save_match(result, name)
             self._record(name, player.name, spec, result, info)
             self._close_journal(name)
+            finished += 1
+        return finished
+
+    def turn(self) -> bool:
+        """One turn of the gatekeeper's work, the most urgent first: the gate of a waiting candidate (an
+        interrupted match first, else the newest: next_candidate), else one match between gates. Returns
+        whether there was work (False: nothing to do until a candidate comes)."""
+        chosen = self.next_candidate()
+        best = self.run.read_best()
+        if chosen is not None:
+            log.info(self.decision_line(self.gate(chosen[1], chosen[0], best.path)))
+            return True
+        return self.between_gates(best.path, best.step)
+
+    def between_gates(self, best: Path, best_step: int) -> bool:
+        """One match of the rating work that waits for no gate, played while no candidate waits: the
+        yardsticks' calibration, then the best network's rating. So a first gate comes within minutes of
+        the trainer's first candidate, not after a quarter of an hour of yardsticks. Returns whether there
+        is more to do at once (a match finished, or a candidate came during one)."""
+        played = self.calibrate_yardsticks(most=1) or self.rate(best, best_step, most=1)
+        return bool(played) or bool(self.pending_candidates())
 
     # -- gating ------------------------------------------------------------------------------------------
     def _network_player(self, checkpoint: Path) -> NetworkPlayer:
@@ -275,8 +333,9 @@ class Gatekeeper:
                                                                       round(self._sprt.upper_bound, 2)])
         self.run.write_status("gatekeeper", status)
 
-    def show_idle(self) -> None:
-        self.run.write_status("gatekeeper", {"phase": "waiting for a candidate"})
+    def show_phase(self, phase: str) -> None:
+        """What the gatekeeper does outside a match, for the loop's status line."""
+        self.run.write_status("gatekeeper", {"phase": phase})
 
     def _save_match(self, result: MatchResult, name: str) -> Path:
         path = self.run.match_pdn(name)
@@ -345,6 +404,8 @@ class Gatekeeper:
         reason instead of the match)."""
         if entry["decision"] == "refused":
             return f"gate {Path(entry['candidate']).stem}: REFUSED, never promoted: {entry['reason']}"
+        if entry["decision"] == "skipped":
+            return f"gate {Path(entry['candidate']).stem}: skipped, a newer candidate came before its turn"
         low, high = entry["elo_ci95"]
         return (f"gate {Path(entry['candidate']).stem} vs {Path(entry['best']).stem}: "
                 f"+{entry['wins']} ={entry['draws']} -{entry['losses']} in {entry['games']} games, "
@@ -368,12 +429,6 @@ class Gatekeeper:
             if (step, path) != chosen and step < chosen[0]:
                 self.skip(path, step)
         return chosen
-
-    def ensure_rated(self, checkpoint: Path) -> None:
-        """Calibrate the yardsticks and rate a checkpoint (the run's first best) unless done already."""
-        self.calibrate_yardsticks()
-        if checkpoint.stem not in self._ratings().players:
-            self.rate(checkpoint, load_checkpoint(checkpoint).step)
 
     def skip(self, candidate: Path, step: int) -> None:
         """Record a candidate that was superseded by a newer one before its turn came."""

@@ -141,17 +141,10 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
     with stops_for_good("gatekeeper", BallotError, FileNotFoundError):  # the ballot went missing mid-run
         keeper = Gatekeeper(run.root, cfg.gating, cfg.selfplay.rules, should_stop=lambda: stop["now"])
     try:
-        keeper.ensure_rated(run.read_best().path)
         while not stop["now"]:
-            # An interrupted match first, else only the newest candidate is worth a match.
-            chosen = keeper.next_candidate()
-            if chosen is None:
-                keeper.show_idle()
+            if not keeper.turn():
+                keeper.show_phase("waiting for a candidate")
                 time.sleep(5)
-                continue
-            step, path = chosen
-            best = run.read_best().path
-            log.info(keeper.decision_line(keeper.gate(path, step, best)))
     except GatingInterrupted:
         log.info("gatekeeper stopped during a match; its finished games are kept and it resumes on restart")
 
@@ -261,9 +254,8 @@ def format_status(snap: dict, elapsed: float) -> str:
         lines.append(f"{clock} best {snap['best']}{elo}{promotions}")
     keeper = snap.get("gatekeeper")
     if keeper and "match" in keeper and keeper["games"] < keeper["of"]:
-        match = keeper["match"]
-        if match.startswith("gate-"):
-            match = "gate " + match.removeprefix("gate-").replace("-vs-", " vs ")
+        kind, _, players = keeper["match"].partition("-")  # gate-A-vs-B, calibration-A-vs-B, rating-A-vs-B
+        match = f"{kind} {players.replace('-vs-', ' vs ')}"
         line = (f"{clock} {match}: game {keeper['games']}/{keeper['of']} "
                 f"+{keeper['wins']}={keeper['draws']}-{keeper['losses']}")
         # A status written before a resume by an older gatekeeper has no pair counts.
@@ -436,11 +428,13 @@ def run_loop(args: argparse.Namespace) -> int:
     started = time.time()
     sup.start_all()
     last_status = 0.0
+    decisions_shown = len(read_gating_log(run_dir))
     exit_code = 0
     try:
         while not stop["now"]:
             for event in sup.check():
                 log.info(event)
+            decisions_shown = show_new_decisions(run_dir, decisions_shown)
             failed = sup.failed_roles()
             if failed:
                 # An error that recurs (a full disk, missing data, a setting no process can run with) must
@@ -466,6 +460,7 @@ def run_loop(args: argparse.Namespace) -> int:
     finally:
         log.info("stopping: waiting for every process to save its state")
         sup.stop_all()
+        show_new_decisions(run_dir, decisions_shown)
         snap = status_snapshot(run_dir) | {"local_actors": actors}
         for line in format_status(snap, record_run_minutes(run_dir, minutes_before, started)).splitlines():
             log.info(line)
@@ -473,6 +468,15 @@ def run_loop(args: argparse.Namespace) -> int:
             wb.finish()
         lock.close()
     return exit_code
+
+
+def show_new_decisions(run: Path, shown: int) -> int:
+    """Log the gating decisions after the first `shown` ones and return how many there are: the gatekeeper's
+    own log is a file, and a decision is what a user of the loop waits for."""
+    decisions = read_gating_log(run)
+    for entry in decisions[shown:]:
+        log.info(Gatekeeper.decision_line(entry))
+    return len(decisions)
 
 
 def _flat_status(snap: dict) -> dict:

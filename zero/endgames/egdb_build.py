@@ -286,6 +286,13 @@ def ensure_built(pieces: int = QUICK_PIECES, directory: Path | None = None) -> E
     """The databases of at most `pieces` (<= 4) pieces, built on first use (seconds) and loaded after."""
     if pieces > QUICK_PIECES:
         raise ValueError(f"{pieces} pieces take minutes: build them with `checkers-zero egdb build --pieces {pieces}`")
+    if built(pieces, directory):
+        # Loaded without the build lock: a larger build holds it for half an hour, and every player would
+        # wait that long for files that are already whole (each is written atomically, checked on loading).
+        try:
+            return load(pieces, directory)
+        except EgdbFileError:
+            pass  # a damaged file: rebuilt below, under the lock
     return build(pieces, directory, progress=False)
 
 
