@@ -7,6 +7,8 @@ run side by side (each program one thread; one of a pair searches at a time), as
 
     python benchmarks/engine_match.py "checkers-zero engine" "python -m play engine" --b-dir ../old-checkout \\
         --names now before --processes 2 --out engine-match.pdn
+
+The games go to --out, by default runs/matches/engine-match-DATE-TIME.pdn in the current directory.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from tqdm import tqdm
 from selfplay.actors.actor import load_ballot
 from selfplay.tree_search.time_manager import GameClock
 from split_match import report
-from train.arena.match import MatchGame, MatchResult, play_match
+from train.arena.match import MatchGame, MatchResult, default_games_path, play_match
 from train.arena.program_player import ProgramError, ProgramPlayer
 from train.arena.split_match import joined_shares, share_bounds
 
@@ -42,7 +44,8 @@ def main() -> None:
                         help="ballot file, relative to the data folder or absolute (default: the ACF 3-move 144)")
     parser.add_argument("--processes", type=int, default=2, help="pairs of programs playing side by side")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="engine-match.pdn", help="every game, in round order")
+    parser.add_argument("--out", type=Path, help="every game, in round order (default: runs/matches/"
+                                                 "engine-match-DATE-TIME.pdn, which git ignores)")
     args = parser.parse_args()
     try:
         budget = {"seconds": args.time} if args.time is not None else {"clock": GameClock.parse(args.clock)}
@@ -89,7 +92,8 @@ def main() -> None:
         bar.close()
         raise SystemExit(f"engine_match: {exc}") from None
     bar.close()
-    report(joined_shares([first for first, _ in shares], results), Path(args.out), started)
+    report(joined_shares([first for first, _ in shares], results), args.out or default_games_path("engine-match"),
+           started)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ players on the clock, whose games run one at a time, so that a 288-game ballot t
 match would.
 
     python benchmarks/split_match.py "mcts:t0.1" "mcts:190" --processes 2 [--openings FILE] [--out games.pdn]
+
+The games go to --out, by default runs/matches/split-match-DATE-TIME.pdn in the current directory.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 from pathlib import Path
 
 from selfplay.actors.actor import load_ballot
-from train.arena.match import MatchResult
+from train.arena.match import MatchResult, default_games_path
 from train.arena.split_match import play_split_match
 from zero.run.config import atomic_write_bytes
 
@@ -27,14 +29,15 @@ def main() -> None:
                         help="ballot file, relative to the data folder or absolute (default: the ACF 3-move 144)")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="split-match.pdn", help="every game, in round order")
+    parser.add_argument("--out", type=Path, help="every game, in round order (default: runs/matches/"
+                                                 "split-match-DATE-TIME.pdn, which git ignores)")
     args = parser.parse_args()
     openings = load_ballot(args.openings)
     started = time.time()
     print(f"{args.a} vs {args.b}: {2 * len(openings)} games over {args.processes} processes, load average "
           f"{os.getloadavg()[0]:.1f}", flush=True)
     result = play_split_match(args.a, args.b, openings, args.processes, args.seed, progress=True)
-    report(result, Path(args.out), started)
+    report(result, args.out or default_games_path("split-match"), started)
 
 
 def report(result: MatchResult, out: Path, started: float) -> None:

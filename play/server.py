@@ -25,25 +25,35 @@ Limits (`Limits`), so that one client cannot take the server from the others:
 - Work per request: a search is at most MAX_SIMULATIONS simulations (4 x the strongest level; more is a
   400). Searches share one engine and run one at a time; a request waits only for its own game and, when
   it searches, for the engine: the page, /api/info and other games' moves do not wait on a search.
-- Games: a game in use is never dropped for another. A client (an address) holds at most
-  `max_games_per_client` games and the server `max_games`; a new game beyond either replaces the least
-  recently used one (the client's own, or anyone's) only when that one has been idle `game_idle_seconds`,
-  and is refused otherwise (429, 503). Every program on this machine is one address: there a person's game
-  is kept safe by being in use, not by the per-client count.
-- Connections: at most `max_connections` at once (503 beyond), each closed after `connection_timeout`
-  seconds without progress (a client that stalls mid-request or sits idle), or when a request (its line,
-  headers and body) is not all in `request_deadline` seconds after the connection or the last answer: a
-  client that trickles a header line now and then must not hold its slot for as long as it likes.
+- Games: a game in use is never dropped for another. A client is a browser session (the page sets a cookie
+  for it: a label to count games by, no credential) or, for a program that sends no such cookie, its address.
+  A client holds at most `max_games_per_client` games and the server `max_games`; a new game beyond either
+  replaces the least recently used game (the client's own, or anyone's) that is free to go: one unused for
+  `game_idle_seconds`, or one never played (no action asked of it since it was made) and unused for
+  `unplayed_game_seconds`. Otherwise it is refused (429, 503). So a program's burst of new games locks out no
+  browser, which counts as a client of its own, and leaves room for anyone a minute later; every program on
+  this machine is one address, and a person's game is kept safe by being in use.
+- Connections: one request each (HTTP/1.0). Until its request (line, headers and the body its one
+  Content-Length announces) is all in, a connection costs a buffer that one thread reads, not a thread of its
+  own; it is closed after `connection_timeout` seconds without a byte, or `request_deadline` seconds after it
+  was made. At most `max_connections` are open: a new one beyond them cuts off the one that has waited longest
+  for its request, so clients that trickle their headers cannot keep a browser's request out. A request all
+  in is answered by a thread of its own, at most `max_answering` at once (503 beyond).
+- A body is framed by one Content-Length only: Transfer-Encoding is refused (411), and so are two
+  Content-Lengths (400), rather than read as an empty body or as one of the two.
 A client that goes away before its answer is not an error: nothing is logged for it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import io
 import json
+import queue
 import re
 import secrets
+import selectors
 import socket
 import sys
 import threading
@@ -51,7 +61,8 @@ import time
 import traceback
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib import resources
 from typing import Any, Callable
 
@@ -66,11 +77,25 @@ from play.session import HumanGame, PlayError
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 MAX_BODY_BYTES = 64 * 1024
+# A browser's request line and headers take a few KiB; a longer head is refused before it is parsed.
+MAX_HEAD_BYTES = 32 * 1024
 MAX_SIMULATIONS = 4 * max(level.simulations for level in LEVELS.values())
+SESSION_COOKIE = "checkers_zero_session"
+_SESSION = re.compile(rf"(?:^|;)\s*{SESSION_COOKIE}=([0-9a-f]{{32}})\s*(?=;|$)")
 _ENGINE_ACTIONS = frozenset({"engine", "hint", "draw"})  # the game actions that search
-_BUSY_BODY = b'{"error": "too many connections at once; try again"}'
-_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-         b"Content-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))
+_HEAD_END = re.compile(rb"\r?\n\r?\n")  # the empty line after the headers, as http.client reads lines
+
+
+def _refusal(status: str, message: str) -> bytes:
+    """A whole answer sent by the thread that reads requests, which has no handler to write one."""
+    body = json.dumps({"error": message}).encode()
+    return (b"HTTP/1.0 %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
+            % (status.encode(), len(body), body))
+
+
+_BUSY = _refusal("503 Service Unavailable", "too many requests at once; try again")
+_HEAD_TOO_LONG = _refusal("431 Request Header Fields Too Large",
+                          f"request line and headers over {MAX_HEAD_BYTES} bytes")
 
 
 @dataclass(frozen=True)
@@ -80,7 +105,12 @@ class Limits:
     max_games: int = setting(256, low=1)
     max_games_per_client: int = setting(64, low=1)
     game_idle_seconds: float = setting(1800.0, low=0)
-    max_connections: int = setting(32, low=1)
+    # What a burst of new games leaves behind; a person who starts a game plays in it within a minute.
+    unplayed_game_seconds: float = setting(60.0, low=0)
+    # Open connections, most of them waiting for their request (a buffer each, well under the open-file limit).
+    max_connections: int = setting(256, low=1)
+    # Requests being answered: a thread each, and most wait for the one engine.
+    max_answering: int = setting(32, low=1)
     connection_timeout: float = setting(30.0, above=0)
     # A browser sends a request in milliseconds; this is for slow networks, not slow clients.
     request_deadline: float = setting(10.0, above=0)
@@ -94,6 +124,7 @@ class _Entry:
     client: str
     last_used: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    played: bool = False  # some action has been asked of it
 
 
 class ApiError(Exception):
@@ -195,10 +226,164 @@ def machine_names() -> frozenset[str]:
                                                socket.getfqdn()))
 
 
-class PlayServer(ThreadingHTTPServer):
+def body_length(headers: Message) -> int:
+    """The bytes of a request's body, which one Content-Length must announce; ApiError otherwise."""
+    if headers.get_all("Transfer-Encoding"):
+        raise ApiError(411, "send the body with a Content-Length; Transfer-Encoding is not accepted")
+    lengths = headers.get_all("Content-Length") or ["0"]
+    if len(lengths) > 1:
+        raise ApiError(400, f"send one Content-Length, not {len(lengths)}")
+    text = lengths[0].strip()
+    if not (text.isascii() and text.isdigit()):  # isdigit() alone takes '²', which int() refuses
+        raise ApiError(400, "bad Content-Length")
+    # The digits are counted first: int() refuses more than 4,300 of them.
+    if len(text) > len(str(MAX_BODY_BYTES)) or int(text) > MAX_BODY_BYTES:
+        raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")
+    return int(text)
+
+
+def _announced_length(head: bytes) -> int:
+    """The bytes of the body to wait for after a request's head: none when the handler will refuse its framing
+    (or its head) without reading one."""
+    with contextlib.suppress(http.client.HTTPException, ApiError):
+        return body_length(http.client.parse_headers(io.BytesIO(head.partition(b"\n")[2])))
+    return 0
+
+
+@dataclass(eq=False)
+class _Arrival:
+    """A connection still sending its request: what it has sent, when it connected and when it last sent."""
+
+    sock: socket.socket
+    address: Any
+    connected: float
+    heard: float
+    data: bytearray = field(default_factory=bytearray)
+    length: int | None = None  # the whole request's bytes, once its head is in
+
+    def expiry(self, limits: Limits) -> float:
+        return min(self.heard + limits.connection_timeout, self.connected + limits.request_deadline)
+
+
+class _Reception:
+    """One thread reading every connection until its request is all in (see the module doc), then handing it
+    to PlayServer.answer: a client that sends slowly holds a buffer here, never a thread."""
+
+    def __init__(self, server: PlayServer) -> None:
+        self.server = server
+        self.limits = server.limits
+        self.arrivals: dict[socket.socket, _Arrival] = {}  # in the order they connected
+        self.new: queue.SimpleQueue[tuple[socket.socket, Any]] = queue.SimpleQueue()
+        self.selector = selectors.DefaultSelector()
+        # The accepting thread wakes the selector through this pair when it queues a connection.
+        self.wake_in, self.wake_out = socket.socketpair()
+        self.wake_in.setblocking(False)
+        self.wake_out.setblocking(False)
+        self.selector.register(self.wake_out, selectors.EVENT_READ)
+        self.closing = False
+        self.thread = threading.Thread(target=self._run, name="play-server-reception", daemon=True)
+        self.thread.start()
+
+    def add(self, sock: socket.socket, address: Any) -> None:
+        self.new.put((sock, address))
+        self._wake()
+
+    def close(self) -> None:
+        self.closing = True
+        self._wake()
+        self.thread.join()
+        for arrival in list(self.arrivals.values()):
+            self._drop(arrival)
+        while not self.new.empty():
+            sock, _ = self.new.get()
+            sock.close()
+        self.selector.close()
+        self.wake_in.close()
+        self.wake_out.close()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):  # a full pair has a wake-up waiting already
+            self.wake_in.send(b"\0")
+
+    def _run(self) -> None:
+        while not self.closing:
+            timeout = None
+            if self.arrivals:
+                timeout = max(0.0, min(a.expiry(self.limits) for a in self.arrivals.values()) - time.monotonic())
+            for key, _ in self.selector.select(timeout):
+                if key.data is None:
+                    self._admit_new()
+                elif key.data.sock in self.arrivals:  # not cut off by a newer one in this same round
+                    try:
+                        self._read(key.data)
+                    except Exception:  # a bug: it loses this request, not the server every other one
+                        traceback.print_exc()
+                        if key.data.sock in self.arrivals:
+                            self._drop(key.data)
+            now = time.monotonic()
+            for arrival in [a for a in self.arrivals.values() if a.expiry(self.limits) <= now]:
+                self._drop(arrival)
+
+    def _admit_new(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while self.wake_out.recv(4096):
+                pass
+        while not self.new.empty():
+            sock, address = self.new.get()
+            if len(self.arrivals) + self.server.answering >= self.limits.max_connections:
+                if not self.arrivals:  # every connection is being answered
+                    self._refuse(sock, _BUSY)
+                    continue
+                self._drop(next(iter(self.arrivals.values())))  # the one that has waited longest
+            sock.setblocking(False)
+            now = time.monotonic()
+            arrival = _Arrival(sock, address, now, now)
+            self.arrivals[sock] = arrival
+            self.selector.register(sock, selectors.EVENT_READ, arrival)
+
+    def _read(self, arrival: _Arrival) -> None:
+        try:
+            chunk = arrival.sock.recv(16 * 1024)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # reset: the client went away
+            chunk = b""
+        if not chunk:
+            self._drop(arrival)
+            return
+        arrival.data += chunk
+        arrival.heard = time.monotonic()
+        if arrival.length is None:
+            end = _HEAD_END.search(arrival.data)
+            if end is None:
+                if len(arrival.data) > MAX_HEAD_BYTES:
+                    self._forget(arrival)
+                    self._refuse(arrival.sock, _HEAD_TOO_LONG)
+                return
+            arrival.length = end.end() + _announced_length(bytes(arrival.data[:end.end()]))
+        if len(arrival.data) >= arrival.length:
+            self._forget(arrival)
+            if not self.server.answer(arrival.sock, arrival.address, bytes(arrival.data)):
+                self._refuse(arrival.sock, _BUSY)
+
+    def _forget(self, arrival: _Arrival) -> None:
+        del self.arrivals[arrival.sock]
+        self.selector.unregister(arrival.sock)
+
+    def _drop(self, arrival: _Arrival) -> None:
+        self._forget(arrival)
+        arrival.sock.close()
+
+    @staticmethod
+    def _refuse(sock: socket.socket, answer: bytes) -> None:
+        with contextlib.suppress(OSError):  # a client gone already needs no answer
+            sock.send(answer)  # a few hundred bytes: the socket's buffer takes them whole
+        sock.close()
+
+
+class PlayServer(HTTPServer):
     """The HTTP server with the engine and the games in play (the module doc gives the limits and locks)."""
 
-    daemon_threads = True
     # The listen backlog: at the default 5, a burst of connections waits out a one-second SYN retry each
     # beyond it, before the connection limit can even answer them.
     request_queue_size = 64
@@ -213,32 +398,47 @@ class PlayServer(ThreadingHTTPServer):
         self.games_lock = threading.Lock()  # the table only: held for lookups and inserts, never a search
         self.engine_lock = threading.Lock()  # the engine is not thread-safe
         self.names = machine_names() | {self.server_address[0]}  # 0.0.0.0 too: `url` names it
-        self._connection_slots = threading.BoundedSemaphore(limits.max_connections)
+        self.answering = 0  # requests being answered, each by a thread of its own
+        self._answering_lock = threading.Lock()
         self.verbose = False  # log every request to stderr
         self.page = resources.files("play").joinpath("web/index.html").read_bytes()
+        self._reception = _Reception(self)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._connection_slots.acquire(blocking=False):
-            # Answered and closed at once: a thread each for hundreds of idle connections is what this avoids.
-            with contextlib.suppress(OSError):
-                request.sendall(_BUSY)
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._connection_slots.release()
-            raise
+        self._reception.add(request, client_address)
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def answer(self, sock: socket.socket, client_address: Any, received: bytes) -> bool:
+        """Answer a request that is all in (`received`) on a thread of its own; False when too many are being
+        answered already."""
+        with self._answering_lock:
+            if self.answering >= self.limits.max_answering:
+                return False
+            self.answering += 1
         try:
-            super().process_request_thread(request, client_address)
+            threading.Thread(target=self._answer, args=(sock, client_address, received), daemon=True).start()
+        except RuntimeError:  # the system has no thread to spare: busy, as at the limit
+            with self._answering_lock:
+                self.answering -= 1
+            return False
+        return True
+
+    def _answer(self, sock: socket.socket, client_address: Any, received: bytes) -> None:
+        try:
+            PlayHandler(sock, client_address, self, received)
+        except Exception:
+            self.handle_error(sock, client_address)
         finally:
-            self._connection_slots.release()
+            self.shutdown_request(sock)
+            with self._answering_lock:
+                self.answering -= 1
+
+    def server_close(self) -> None:
+        self._reception.close()
+        super().server_close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
-            return  # the client closed the connection or stalled: nothing went wrong here
+            return  # the client closed the connection or stalled before its answer: nothing went wrong here
         super().handle_error(request, client_address)
 
     @property
@@ -251,7 +451,8 @@ class PlayServer(ThreadingHTTPServer):
             entry = self.games.get(game_id)
             if entry is None:
                 raise ApiError(404, f"no game {game_id!r} (the server may have restarted, or made room after it "
-                                    f"went {self.limits.game_idle_seconds / 60:g} minutes unused: start a new game)")
+                                    f"went {self.limits.game_idle_seconds / 60:g} minutes unused, or "
+                                    f"{self.limits.unplayed_game_seconds:g} s before its first move: start a new game)")
             entry.last_used = time.monotonic()
             self.games.move_to_end(game_id)
             return entry
@@ -261,16 +462,23 @@ class PlayServer(ThreadingHTTPServer):
         limits = self.limits
         mine = [gid for gid, e in self.games.items() if e.client == client]
         if len(mine) >= limits.max_games_per_client:
-            victim, status = mine[0], 429
+            candidates, status = mine, 429
             message = f"you have {len(mine)} games in play, the most one client may have"
         elif len(self.games) >= limits.max_games:
-            victim, status = next(iter(self.games)), 503
+            candidates, status = list(self.games), 503
             message = f"the server has {len(self.games)} games in play, the most it keeps"
         else:
             return
-        if time.monotonic() - self.games[victim].last_used < limits.game_idle_seconds:
-            raise ApiError(status, f"{message}; a game unused for {limits.game_idle_seconds / 60:g} minutes "
-                                   "makes room for a new one")
+        now = time.monotonic()
+
+        def free(entry: _Entry) -> bool:
+            idle = now - entry.last_used
+            return idle >= limits.game_idle_seconds or not entry.played and idle >= limits.unplayed_game_seconds
+
+        victim = next((gid for gid in candidates if free(self.games[gid])), None)  # least recently used first
+        if victim is None:
+            raise ApiError(status, f"{message}; a game unused for {limits.game_idle_seconds / 60:g} minutes, or one "
+                                   f"never played for {limits.unplayed_game_seconds:g} s, makes room for a new one")
         del self.games[victim]
 
     def new_game(self, body: dict[str, Any], client: str) -> dict[str, Any]:
@@ -294,6 +502,7 @@ class PlayServer(ThreadingHTTPServer):
 
     def game_action(self, game_id: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
         entry = self.entry(game_id)
+        entry.played = True
         searching = self.engine_lock if action in _ENGINE_ACTIONS else contextlib.nullcontext()
         with entry.lock, searching:
             return self._game_action(game_id, entry.game, action, body)
@@ -376,45 +585,21 @@ def _allow(method: str, expected: str) -> None:
         raise ApiError(405, f"use {expected} here, not {method}")
 
 
-class _DeadlineReader(io.RawIOBase):
-    """A connection's bytes, read with the connection's timeout but never past `deadline` (time.monotonic):
-    the socket timeout alone restarts with every byte that arrives."""
-
-    def __init__(self, sock: socket.socket, timeout: float) -> None:
-        super().__init__()
-        self.sock = sock
-        self.timeout = timeout
-        self.deadline = float("inf")
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the request was not all sent within its deadline")
-        self.sock.settimeout(min(self.timeout, left))
-        try:
-            return self.sock.recv_into(buffer)
-        finally:
-            self.sock.settimeout(self.timeout)  # the answer is written with the connection's own timeout
-
-
 class PlayHandler(BaseHTTPRequestHandler):
+    """One request, all in already (`received`: _Reception read it), answered on its own thread."""
+
     server: PlayServer
     server_version = "checkers-zero"
 
+    def __init__(self, request: socket.socket, client_address: Any, server: PlayServer, received: bytes) -> None:
+        self.received = received
+        super().__init__(request, client_address, server)  # answers the request
+
     def setup(self) -> None:
-        self.timeout = self.server.limits.connection_timeout  # read by the base class's setup
+        self.timeout = self.server.limits.connection_timeout  # read by the base class's setup: for the answer
         super().setup()
         self.rfile.close()  # the base class's reader: an open one would keep the socket open after close()
-        self._reader = _DeadlineReader(self.connection, self.timeout)
-        self.rfile = io.BufferedReader(self._reader)
-
-    def handle_one_request(self) -> None:
-        # The base class drops the connection on the TimeoutError a late request raises, quietly.
-        self._reader.deadline = time.monotonic() + self.server.limits.request_deadline
-        super().handle_one_request()
+        self.rfile = io.BytesIO(self.received)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
         if self.server.verbose:
@@ -433,27 +618,27 @@ class PlayHandler(BaseHTTPRequestHandler):
         self._serve("DELETE")
 
     def _serve(self, method: str) -> None:
-        try:
-            answer = self._answer(method)
-        except (ConnectionError, TimeoutError):  # the client went away or stalled while sending its body
-            self.close_connection = True
-            return
         # A client gone by now raises here, and PlayServer.handle_error lets it go quietly.
-        self._send(*answer)
+        self._send(*self._answer(method))
 
     def _answer(self, method: str) -> tuple[int, bytes, str, dict[str, str]]:
         """(status, payload, content type, extra headers) for the request."""
         path = self.path.split("?", 1)[0]
         try:
             self._check_origin()
+            length = body_length(self.headers)
+            session = _SESSION.search(self.headers.get("Cookie") or "")
             if path in ("/", "/index.html"):
                 _allow(method, "GET")
-                return 200, self.server.page, "text/html; charset=utf-8", {}
+                # No Secure flag: the page is plain HTTP, and a label that grants nothing need not be kept secret.
+                cookie = {} if session else {
+                    "Set-Cookie": f"{SESSION_COOKIE}={secrets.token_hex(16)}; Path=/; HttpOnly; SameSite=Strict"}
+                return 200, self.server.page, "text/html; charset=utf-8", cookie
             if not path.startswith("/api/"):
                 raise ApiError(404, f"nothing at {path}")
-            body = self._body() if method == "POST" else None
-            result = self.server.handle_api(method, [p for p in path[5:].split("/") if p], body,
-                                            self.client_address[0])
+            body = self._body(length) if method == "POST" else None
+            client = f"session {session[1]}" if session else self.client_address[0]
+            result = self.server.handle_api(method, [p for p in path[5:].split("/") if p], body, client)
             if isinstance(result, str):
                 game_id = path.split("/")[3]
                 return (200, result.encode(), "application/x-chess-pdn; charset=utf-8",
@@ -461,8 +646,6 @@ class PlayHandler(BaseHTTPRequestHandler):
             return _json(200, result)
         except ApiError as exc:
             return _json(exc.status, {"error": exc.message})
-        except (ConnectionError, TimeoutError):
-            raise  # not a bug: _serve closes the connection
         except Exception as exc:  # a bug, not a bad request: say so rather than drop the connection
             traceback.print_exc()
             return _json(500, {"error": f"internal error: {exc}"})
@@ -483,14 +666,8 @@ class PlayHandler(BaseHTTPRequestHandler):
             if content_type != "application/json":
                 raise ApiError(415, "send the body as Content-Type: application/json")
 
-    def _body(self) -> dict[str, Any]:
-        length_text = (self.headers.get("Content-Length") or "0").strip()
-        if not (length_text.isascii() and length_text.isdigit()):  # isdigit() alone takes '²', which int() refuses
-            raise ApiError(400, "bad Content-Length")
-        # The digits are counted first: int() refuses more than 4,300 of them.
-        if len(length_text) > len(str(MAX_BODY_BYTES)) or int(length_text) > MAX_BODY_BYTES:
-            raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")
-        raw = self.rfile.read(int(length_text))
+    def _body(self, length: int) -> dict[str, Any]:
+        raw = self.rfile.read(length)
         if not raw.strip():
             return {}
         try:
@@ -515,7 +692,6 @@ class PlayHandler(BaseHTTPRequestHandler):
 
 def _json(status: int, data: dict[str, Any]) -> tuple[int, bytes, str, dict[str, str]]:
     return status, json.dumps(data).encode(), "application/json", {}
-
 
 
 def start_in_thread(engine: Engine, host: str = DEFAULT_HOST, port: int = 0,

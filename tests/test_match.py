@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import math
+import sys
 
 import pytest
 
 from selfplay.tree_search.evaluators import HashEvaluator
 from zero.rules.game import Game, Position, RulesConfig, Termination
-from zero.run.data import data_file
+from zero.run.data import REPOSITORY, data_file
 from train.arena.match import (
     IllegalMoveError, MatchGame, MatchResult, elo_from_score, match_schedule, play_match, score_statistics,
 )
@@ -453,3 +456,41 @@ def test_a_yardstick_is_warmed_up_once_however_many_matches_it_plays():
         play_match(player, opponent, OPENINGS[:1], RulesConfig(max_plies=30), clock=clock)
     # A ballot opening is never the start position: only a warm-up searches that.
     assert player.start_searches == 1
+
+
+class _Program(RandomPlayer):
+    """engine_match's program player, played at once by a random player: the test is of where games go."""
+
+    def __init__(self, name, command, cwd=None, **budget):
+        super().__init__(0)
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("script", ["split_match", "engine_match"])
+def test_match_scripts_write_their_games_under_runs_not_beside_the_code(script, tmp_path, monkeypatch, capsys):
+    # Before: split-match.pdn and engine-match.pdn landed in the current directory, the checkout's root when
+    # run from there; the match command writes only where --out says.
+    monkeypatch.syspath_prepend(str(REPOSITORY / "benchmarks"))
+    module = importlib.import_module(script)
+    ballot = tmp_path / "ballot.txt"
+    ballot.write_text("\n".join(" ".join(o.moves) for o in OPENINGS) + "\n")
+    if script == "split_match":
+        monkeypatch.setattr(module, "play_split_match",
+                            lambda a, b, openings, *_, **__: play_match(RandomPlayer(1), RandomPlayer(2), openings))
+    else:
+        monkeypatch.setattr(module, "ProgramPlayer", _Program)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    monkeypatch.chdir(checkout)
+    monkeypatch.setattr(sys, "argv", [script, "a", "b", "--openings", str(ballot), "--processes", "1"])
+    module.main()
+    assert [p.name for p in checkout.iterdir()] == ["runs"]  # which git ignores
+    (written,) = (checkout / "runs" / "matches").iterdir()
+    assert written.name.startswith(script.replace("_", "-") + "-") and written.suffix == ".pdn"
+    assert written.read_text().count("[Round ") == 2 * len(OPENINGS)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert run(parser.parse_args(["random", "random", "--openings", str(ballot), "--no-endgame-judge"])) == 0
+    assert [p.name for p in checkout.iterdir()] == ["runs"]

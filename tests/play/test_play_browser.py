@@ -149,3 +149,37 @@ def test_an_illegal_click_changes_nothing_and_hint_highlights_a_move(page):
     page.wait_for_function("document.querySelector('#thinking-title').textContent.startsWith('Hint')")
     assert page.locator("#board .hinted").count() == 2
     assert page.evaluate("game.moves.length") == 0  # the hint played nothing
+
+
+def contrast(color: str, background: str) -> float:
+    """The WCAG contrast ratio of two computed CSS colours ('rgb(r, g, b)')."""
+    def luminance(css: str) -> float:
+        channels = [int(c) / 255 for c in css[css.index("(") + 1:css.index(")")].split(",")[:3]]
+        r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    light, dark = sorted((luminance(color), luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_the_new_game_label_stays_readable_under_the_pointer(page):
+    # Before: the hover background of every button was near-white, under the primary button's white label.
+    page.hover("#new-game")
+    color, background = page.eval_on_selector(
+        "#new-game", "b => [getComputedStyle(b).color, getComputedStyle(b).backgroundColor]")
+    assert contrast(color, background) >= 4.5, (color, background)
+    page.mouse.move(0, 0)
+
+
+def test_resign_asks_first(page):
+    # Before: one click on Resign ended the game, with no way back but Undo.
+    new_game(page)
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.click("#resign")
+    page.wait_for_load_state("networkidle")
+    assert asked == ["Resign this game?"] and not page.evaluate("game.over")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#resign")
+    page.wait_for_function("game.over")
+    assert page.errors == []

@@ -9,6 +9,7 @@ import socket
 import struct
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pytest
@@ -424,22 +425,69 @@ def test_a_request_within_its_deadline_is_served(engine):
         sock.close()
 
 
-def test_concurrent_connections_are_bounded(engine):
-    limit = Limits().max_connections
-    with serving(engine) as srv:
-        threads_before = threading.active_count()
-        socks = [socket.create_connection(srv.server_address[:2]) for _ in range(limit + 8)]
+def keep_trickling(address, every: float, stop: threading.Event) -> None:
+    """A slow-header client that connects again each time the server cuts it off, until `stop` is set."""
+    while not stop.is_set():
+        with contextlib.suppress(OSError), socket.create_connection(address, timeout=30) as sock:
+            trickle_headers(sock, every, stop)
+
+
+def test_a_request_is_served_while_many_clients_trickle_their_headers(engine):
+    # Before: 40 such clients held all 32 connections, and 9 in 12 requests got 503.
+    limits = Limits(connection_timeout=30.0, request_deadline=1.0)
+    with serving(engine, limits) as srv:
+        stop = threading.Event()
+        clients = [threading.Thread(target=keep_trickling, args=(srv.server_address[:2], 0.2, stop))
+                   for _ in range(40)]
+        for client in clients:
+            client.start()
         try:
-            refused = [read_until_closed(sock, within=5) for sock in socks[limit:]]
-            assert all(answer.startswith(b"HTTP/1.1 503") for answer in refused)
-            assert threading.active_count() - threads_before <= limit
+            time.sleep(0.5)  # all of them connected and trickling
+            statuses = []
+            for _ in range(12):
+                statuses.append(call(srv, "GET", "/api/info", timeout=30)[0])
+                time.sleep(0.1)
+            assert statuses == [200] * 12
+        finally:
+            stop.set()
+            for client in clients:
+                client.join()
+
+
+def test_connections_still_sending_hold_no_thread_and_the_oldest_makes_room(engine):
+    limits = Limits(max_connections=8, connection_timeout=30.0, request_deadline=30.0)
+    with serving(engine, limits) as srv:
+        threads_before = threading.active_count()
+        socks = [socket.create_connection(srv.server_address[:2]) for _ in range(limits.max_connections)]
+        try:
+            for sock in socks:
+                sock.sendall(b"GET /api/info HTTP/1.1\r\n")
+            time.sleep(0.2)
+            assert threading.active_count() <= threads_before  # waiting costs a buffer, not a thread
+            assert call(srv, "GET", "/api/info", timeout=30)[0] == 200  # pushes out the one waiting longest
+            assert closed_within(socks[0], within=10)
+            assert not any(closed_within(sock, within=0.2) for sock in socks[1:])
         finally:
             for sock in socks:
                 sock.close()
-        deadline = time.monotonic() + 10  # the handlers see the closed connections and give their slots back
-        while call(srv, "GET", "/api/info")[0] != 200:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+
+
+def test_requests_being_answered_are_bounded(engine):
+    gated = GatedEngine(engine)
+    with serving(gated, Limits(max_answering=1)) as srv:
+        gid = new_game(srv, color="white")["id"]
+        answers = []
+        mover = threading.Thread(target=lambda: answers.append(call(srv, "POST", f"/api/games/{gid}/engine", {})))
+        mover.start()
+        try:
+            assert gated.searching.wait(30)
+            status, answer = call(srv, "GET", "/api/info", timeout=30)
+            assert status == 503 and "too many requests at once" in answer["error"]
+        finally:
+            gated.go_on.set()
+            mover.join(60)
+        assert answers[0][0] == 200
+        assert call(srv, "GET", "/api/info")[0] == 200
 
 
 def test_a_client_creating_many_games_cannot_evict_anothers_game(engine):
@@ -472,6 +520,62 @@ def test_a_full_server_makes_room_only_from_idle_games(engine):
         new_game(srv, client=c)  # the server is full: the idle b1 makes room
         assert alive(a1, b1) == [200, 404]
         assert call(srv, "POST", "/api/games", {}, client=c)[0] == 503  # nothing idle is left
+
+
+def session_cookie(server) -> str:
+    """The session cookie the page gives a browser that has none, as its Cookie header sends it back."""
+    conn = http.client.HTTPConnection(*server.server_address[:2], timeout=30)
+    conn.request("GET", "/")
+    res = conn.getresponse()
+    res.read()
+    conn.close()
+    return res.getheader("Set-Cookie").split(";")[0]
+
+
+def test_a_burst_of_new_games_locks_no_new_browser_session_out(engine):
+    # Before: 200 new games at once made 64, then every client, a browser opened afterwards too, got 429
+    # for the next 30 minutes.
+    with serving(engine) as srv, ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(lambda _: call(srv, "POST", "/api/games", {"level": "beginner"})[0], range(200)))
+        assert statuses.count(200) == Limits().max_games_per_client and set(statuses) == {200, 429}
+        browser = {"Content-Type": "application/json", "Cookie": session_cookie(srv)}
+        status, state = call(srv, "POST", "/api/games", {"level": "beginner"}, headers=browser)
+        assert status == 200
+        status, state = call(srv, "POST", f"/api/games/{state['id']}/move", {"path": [11, 15]}, headers=browser)
+        assert status == 200 and state["moves"] == ["11-15"]
+
+
+def test_games_never_played_make_room_after_a_short_while(engine):
+    limits = Limits(max_games=4, max_games_per_client=4, unplayed_game_seconds=0.5)
+    with serving(engine, limits) as srv:
+        played = new_game(srv)["id"]
+        assert call(srv, "POST", f"/api/games/{played}/move", {"path": [11, 15]})[0] == 200
+        unplayed = [new_game(srv)["id"] for _ in range(3)]
+        status, answer = call(srv, "POST", "/api/games", {})
+        assert status == 429 and "one never played for 0.5 s" in answer["error"]
+        time.sleep(0.6)
+        new_game(srv)  # replaces the never-played game unused longest, not the played one unused longer
+        assert [call(srv, "GET", f"/api/games/{g}")[0] for g in (played, *unplayed)] == [200, 404, 200, 200]
+
+
+@pytest.mark.parametrize(("framing", "status", "message"), [
+    (b"Transfer-Encoding: chunked\r\n", 411, "Content-Length"),
+    (b"Transfer-Encoding: chunked\r\nContent-Length: 18\r\n", 411, "Content-Length"),
+    (b"Content-Length: 18\r\nContent-Length: 18\r\n", 400, "one Content-Length"),
+    (b"Content-Length: 18\r\nContent-Length: 0\r\n", 400, "one Content-Length"),
+])
+def test_a_body_framed_other_than_by_one_content_length_is_refused(engine, framing, status, message):
+    # Before: a chunked body was read as empty and a game made from it; a second Content-Length was let be.
+    body = b'{"color": "white"}'
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    with serving(engine) as srv:
+        sock = socket.create_connection(srv.server_address[:2])
+        sock.sendall(b"POST /api/games HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" + framing
+                     + b"\r\n" + (chunked if b"chunked" in framing else body))
+        head, _, payload = read_until_closed(sock, within=30).partition(b"\r\n\r\n")
+        sock.close()
+        assert head.split(b" ")[1] == str(status).encode() and message in json.loads(payload)["error"]
+        assert not srv.games
 
 
 def reset(sock: socket.socket) -> None:

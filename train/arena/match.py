@@ -38,6 +38,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -175,6 +176,13 @@ class MatchGame:
                 "Result": self.result,
                 "Opening": self.opening.name, "Termination": self.outcome.termination.value}
         return write_game(self.moves, self.result, tags, start=self.opening.start)
+
+
+def default_games_path(kind: str) -> Path:
+    """Where a match script writes its games unless told: runs/matches/KIND-DATE-TIME.pdn under the current
+    directory. runs/ is ignored by git wherever it lies, so a match started in a checkout leaves nothing beside
+    the code, and the time keeps one match's games from replacing the last one's."""
+    return Path("runs") / "matches" / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}.pdn"
 
 
 def mix_seed(*parts: int) -> int:
