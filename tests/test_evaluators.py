@@ -8,7 +8,7 @@ import pytest
 from counting import Counting
 from selfplay.tree_search.analysis import analyse
 from selfplay.tree_search.answer_table import WAYS, ReferenceAnswerTable
-from selfplay.tree_search.evaluators import CachedEvaluator, HashEvaluator
+from selfplay.tree_search.evaluators import CachedEvaluator, HashEvaluator, gives_plies_left
 from selfplay.tree_search.search import SearchConfig
 from zero.net.encoding import encode
 from zero.rules.game import Game, Position
@@ -33,6 +33,23 @@ def test_answers_equal_the_wrapped_evaluators_row_for_row():
         np.testing.assert_array_equal(logits, want_logits)
         np.testing.assert_array_equal(wdl, want_wdl)
     assert inner.positions == 12 and cached.misses == 12 and cached.hits == 2 * len(batch) - 12
+
+
+def test_the_cache_keeps_the_plies_left_with_its_answers():
+    # A search that weighs the plies left recalls them from the table with the rest of an answer. A wrapped
+    # evaluator with the head is asked through `predict` even by `evaluate`, so the table never holds an
+    # answer without them; one without the head has none to give.
+    planes = positions(10)
+    cached = CachedEvaluator(HashEvaluator(seed=6), capacity=100)
+    cached.evaluate(planes[:6])
+    logits, wdl, plies = cached.predict(planes)
+    want_logits, want_wdl, want_plies = HashEvaluator(seed=6).predict(planes)
+    np.testing.assert_array_equal(logits, want_logits)
+    np.testing.assert_array_equal(wdl, want_wdl)
+    np.testing.assert_array_equal(plies, want_plies)
+    assert gives_plies_left(cached) and cached.hits == 6 and len(set(plies.tolist())) == len(planes)
+    no_head = CachedEvaluator(Counting(HashEvaluator(seed=6)))
+    assert not gives_plies_left(no_head) and no_head.predict(planes)[2] is None
 
 
 def test_the_least_recently_used_positions_are_forgotten_past_capacity():
@@ -91,10 +108,11 @@ def test_the_table_kernels_equal_their_python_twin_slot_for_slot():
     rng = np.random.default_rng(7)
     for _ in range(30):
         batch = pool[rng.integers(0, len(pool), rng.integers(1, 20))]
-        logits, wdl = cached.evaluate(batch)
-        want_logits, want_wdl = twin.evaluate(HashEvaluator(seed=3), batch)
+        logits, wdl, plies = cached.predict(batch)
+        want_logits, want_wdl, want_plies = twin.predict(HashEvaluator(seed=3), batch)
         np.testing.assert_array_equal(logits, want_logits)
         np.testing.assert_array_equal(wdl, want_wdl)
+        np.testing.assert_array_equal(plies, want_plies)
         assert cached.table.arrays.clock[0] == twin.clock
         for slot in range(3 * WAYS):
             key, last_used = twin.slots.get(slot, (0, -1))[:2]

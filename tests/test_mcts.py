@@ -14,6 +14,7 @@ from selfplay.tree_search.answer_table import WAYS, ReferenceAnswerTable
 from selfplay.tree_search.evaluators import CachedEvaluator, HashEvaluator, MaterialEvaluator, UniformEvaluator
 from selfplay.tree_search.reference_mcts import ReferenceMcts
 from selfplay.tree_search.search import BatchedSearch, RootChildren, RootNoise, SearchConfig, choose_move, visit_policy
+from zero.net.encoding import NUM_ACTIONS, PLANE_OPP_KINGS, PLANE_OPP_MEN, PLANE_OWN_KINGS, PLANE_OWN_MEN, move_action
 from zero.rules import movegen
 from zero.rules.game import Game, RulesConfig, Termination
 from zero.rules.notation import fen_to_position, resolve_move
@@ -64,13 +65,23 @@ def _wins_after(game: Game, move, plies: int) -> bool:
 
 # A growing exploration weight (its base small, so that 250 visits feel it) and a flattened policy.
 _GROWTH_AND_TEMPERATURE = {"c_puct_growth": 0.8, "c_puct_base": 20.0, "policy_temperature": 1.7}
+# The moves-left utility, its threshold low so that the hash evaluator's values (rarely clear) pass it often.
+_MOVES_LEFT = {"moves_left_weight": 0.5, "moves_left_slope": 0.1, "moves_left_threshold": 0.1}
+
+
+def _plies_sums(search: BatchedSearch, g: int) -> list[float]:
+    """The plies-left sums of tree g's root children (root_children's order)."""
+    first, n = (int(x) for x in search.forest.links[g, 0, [mcts.FIRST_CHILD, mcts.N_CHILDREN]])
+    return search.forest.stats[g, first:first + n, mcts.PLIES_SUM].tolist()
 
 
 @pytest.mark.parametrize("leaves_per_tree,resolve_captures,settings",
                          [(1, False, {}), (3, False, {}), (1, True, {}), (3, True, {}),
                           (3, False, _GROWTH_AND_TEMPERATURE), (1, False, {"draw_value": 0.4}),
                           (3, True, {"draw_value": -0.3}),
-                          (3, False, {"draw_value": -0.4, "draw_value_zero_sum": False})])
+                          (3, False, {"draw_value": -0.4, "draw_value_zero_sum": False}),
+                          (1, False, _MOVES_LEFT), (3, True, _MOVES_LEFT),
+                          (3, False, {**_MOVES_LEFT, "moves_left_threshold": 0.0, "draw_value": -0.3})])
 def test_numba_search_matches_reference(leaves_per_tree, resolve_captures, settings):
     rng = np.random.default_rng(1)
     games = [Game()] + [_random_game(rng, int(rng.integers(4, 40))) for _ in range(3)]
@@ -87,7 +98,24 @@ def test_numba_search_matches_reference(leaves_per_tree, resolve_captures, setti
         children = search.root_children(g)
         assert [c.visits for c in root.children] == children.visits.tolist()
         assert [c.value_sum for c in root.children] == pytest.approx(children.value_sum.tolist(), abs=1e-12)
+        assert [c.plies_sum for c in root.children] == pytest.approx(_plies_sums(search, g), abs=1e-9)
         assert root.visits == search.root_visits(g)
+
+
+def test_the_moves_left_weight_changes_the_search_the_twins_are_held_to():
+    # The comparison above with the moves-left settings is no comparison of two searches that ignore them.
+    def visits(weight: float) -> list[list[int]]:
+        rng = np.random.default_rng(1)
+        games = [Game()] + [_random_game(rng, int(rng.integers(4, 40))) for _ in range(3)]
+        config = SearchConfig(leaves_per_tree=3, **{**_MOVES_LEFT, "moves_left_weight": weight})
+        search = BatchedSearch(len(games), config, capacity=60_000)
+        for g, game in enumerate(games):
+            search.set_root(g, game)
+            search.start(g, 250)
+        search.run(HashEvaluator(seed=7))
+        return [search.root_children(g).visits.tolist() for g in range(len(games))]
+
+    assert visits(0.5) != visits(0.0)
 
 
 def test_a_draw_value_weighs_each_childs_draw_share_for_the_side_choosing():
@@ -105,7 +133,7 @@ def test_a_draw_value_weighs_each_childs_draw_share_for_the_side_choosing():
         f.stats[0, c, mcts.PROVEN_PLIES] = -1
 
     def choice(draw_worth: float) -> int:
-        return int(mcts._best_child(f, 0, 0, 1.0, 0.0, 1000.0, 0.25, 1.0, draw_worth))
+        return int(mcts._best_child(f, 0, 0, 1.0, 0.0, 1000.0, 0.25, 1.0, draw_worth, 0.0, 0.05, 0.8))
 
     assert (choice(0.0), choice(-0.3), choice(0.3)) == (1, 2, 1)
     f.stats[0, 1, mcts.PROVEN_PLIES], f.stats[0, 1, mcts.PROVEN_VALUE] = 4, 0.0  # the draw proven: the same
@@ -126,12 +154,102 @@ def test_an_opponent_supposed_indifferent_to_draws_changes_the_search():
     assert visits(True) != visits(False)
 
 
-@pytest.mark.parametrize("leaves_per_tree", [1, 4, 16])
-def test_numba_search_through_a_cache_matches_reference(leaves_per_tree):
+def test_the_moves_left_utility_hurries_the_winner_and_delays_the_loser():
+    # A root with two children of the same value and visits, one with 10 plies left below it on average
+    # and one with 40, from the chooser's view; the priors lean to the long one.
+    f = mcts.new_forest(1, 300, 4)
+    mcts.reset_tree(f, 0, 0, 0, 0, True, 0)
+    f.links[0, 0, mcts.FIRST_CHILD], f.links[0, 0, mcts.N_CHILDREN] = 1, 2
+    f.links[0, 0, mcts.STATE] = mcts.EXPANDED
+
+    def tree(q: float) -> None:
+        f.stats[0, 0, mcts.VISITS], f.stats[0, 0, mcts.VALUE_SUM] = 200, -200 * q  # the root's: its mover's
+        f.stats[0, 0, mcts.PLIES_SUM] = 100 * (10 + 1) + 100 * (40 + 1)
+        for c, (prior, plies) in ((1, (0.45, 10.0)), (2, (0.55, 40.0))):
+            f.stats[0, c, mcts.VISITS], f.stats[0, c, mcts.PRIOR] = 100, prior
+            f.stats[0, c, mcts.VALUE_SUM], f.stats[0, c, mcts.PLIES_SUM] = 100 * q, 100 * plies
+            f.stats[0, c, mcts.PROVEN_PLIES] = -1
+
+    def choice(weight: float, threshold: float = 0.8) -> int:
+        return int(mcts._best_child(f, 0, 0, 1.0, 0.0, 1000.0, 0.25, 1.0, 0.0, weight, 0.05, threshold))
+
+    tree(0.9)  # winning: the shorter way, once the utility is on
+    assert (choice(0.0), choice(0.3)) == (2, 1)
+    tree(-0.9)  # losing: the longer way, which the priors already prefer, and more clearly
+    assert (choice(0.0), choice(0.3)) == (2, 2)
+    f.stats[0, 2, mcts.PRIOR], f.stats[0, 1, mcts.PRIOR] = 0.45, 0.55
+    assert (choice(0.0), choice(0.3)) == (1, 2)
+    tree(0.5)  # no clear result: the value and the priors decide, whatever the weight
+    assert (choice(0.0), choice(0.3), choice(0.3, threshold=0.4)) == (2, 2, 1)
+
+
+class _EndingEvaluator:
+    """An evaluator for constructed endings: the side with more pieces wins (Q = +-q, no draws), the game
+    has `long` plies left while the side with fewer pieces keeps a king and `short` once it has none; the
+    policy is even but for a `bias` on the action `favourite`."""
+
+    plies_left_head = True
+
+    def __init__(self, favourite: int, bias: float = 0.5, q: float = 0.9, short: float = 10.0, long: float = 40.0):
+        self.favourite, self.bias, self.q, self.short, self.long = favourite, bias, q, short, long
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.predict(planes)[:2]
+
+    def predict(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        def count(plane: int) -> np.ndarray:
+            return planes[:, plane].sum(axis=(1, 2))
+
+        own, opp = count(PLANE_OWN_MEN) + count(PLANE_OWN_KINGS), count(PLANE_OPP_MEN) + count(PLANE_OPP_KINGS)
+        q = self.q * np.sign(own - opp)
+        wdl = np.stack([(1 + q) / 2, np.zeros_like(q), (1 - q) / 2], axis=1).astype(np.float32)
+        behind_has_king = np.where(own < opp, count(PLANE_OWN_KINGS) > 0, count(PLANE_OPP_KINGS) > 0)
+        plies = np.where(behind_has_king, self.long, self.short).astype(np.float32)
+        logits = np.zeros((len(planes), NUM_ACTIONS), dtype=np.float32)
+        logits[:, self.favourite] = self.bias
+        return logits, wdl, plies
+
+
+def _ending_visits(fen: str, favourite: str, weight: float, head: bool = True) -> dict[str, int]:
+    """Root visits per move of a 300-visit search of the ending `fen` with _EndingEvaluator, `favourite`
+    the move its policy leans to."""
+    game = Game(fen_to_position(fen))
+    evaluator = _EndingEvaluator(move_action(resolve_move(favourite, game.legal_moves()), game.position.black_to_move))
+    if not head:
+        evaluator.plies_left_head = False
+    search = BatchedSearch(1, SearchConfig(moves_left_weight=weight), simulations=300)
+    search.set_root(0, game)
+    search.start(0, 300)
+    search.run(evaluator)
+    children = search.root_children(0)
+    return {str(children.move(k, game.position)): int(n) for k, n in enumerate(children.visits)}
+
+
+def test_a_won_ending_is_converted_the_shorter_way():
+    # Black is two pieces up and must take: 14x21 takes a man and leaves White its king (40 plies left),
+    # 14x23 takes the king (10). The value is the same either way; the policy leans to 14x21.
+    fen = "B:WK18,17,29,30:BK14,K1,K2,3,4,5"
+    plain, weighed = _ending_visits(fen, "14x21", 0.0), _ending_visits(fen, "14x21", 0.3)
+    assert plain["14x21"] > plain["14x23"]
+    assert weighed["14x23"] > 2 * weighed["14x21"]
+    assert _ending_visits(fen, "14x21", 0.3, head=False) == plain  # no head: the utility stays off
+
+
+def test_a_lost_ending_is_resisted_the_longer_way():
+    # White is two pieces down: 5-9 gives its king away (6x13 is forced: 10 plies left), its man moves
+    # keep it (40). The value is the same either way; the policy leans to 5-9.
+    fen = "W:WK5,29,30:BK6,K1,K2,3,4"
+    plain, weighed = _ending_visits(fen, "5-9", 0.0), _ending_visits(fen, "5-9", 0.3)
+    assert max(plain, key=plain.get) == "5-9"
+    assert weighed["5-9"] == min(weighed.values())  # the least visited of its four moves
+
+
+@pytest.mark.parametrize("leaves_per_tree,settings", [(1, {}), (4, {}), (16, {}), (1, _MOVES_LEFT), (4, _MOVES_LEFT)])
+def test_numba_search_through_a_cache_matches_reference(leaves_per_tree, settings):
     # The table's answers expand their leaves during the selection. Three searches share one small table
     # (positions pushed out of it, too): each next root was searched below the last one's, so most of its
-    # tree's positions are remembered.
-    config = SearchConfig(leaves_per_tree=leaves_per_tree)
+    # tree's positions are remembered. With the moves-left utility, a remembered answer brings its plies left.
+    config = SearchConfig(leaves_per_tree=leaves_per_tree, **settings)
     game = _random_game(np.random.default_rng(3), 12)
     cached = CachedEvaluator(HashEvaluator(seed=5), capacity=96 * WAYS)
     twin = ReferenceAnswerTable(buckets=96)
@@ -145,6 +263,7 @@ def test_numba_search_through_a_cache_matches_reference(leaves_per_tree):
         children = search.root_children(0)
         assert [c.visits for c in root.children] == children.visits.tolist()
         assert [c.value_sum for c in root.children] == pytest.approx(children.value_sum.tolist(), abs=1e-12)
+        assert [c.plies_sum for c in root.children] == pytest.approx(_plies_sums(search, 0), abs=1e-9)
         assert cached.table.arrays.clock[0] == twin.clock
         recalled += search.times.recalled
         game.play(children.move(int(np.argmax(children.visits)), game.position))

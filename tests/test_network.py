@@ -29,6 +29,22 @@ def test_moves_left_head_is_optional():
     assert net(torch.zeros(2, NUM_PLANES, 8, 8)).moves_left is None
 
 
+def test_the_evaluator_says_whether_it_answers_the_plies_left():
+    # A search that weighs the plies left (SearchConfig.moves_left_weight) asks only an evaluator that says
+    # it has the head (selfplay.tree_search.evaluators.gives_plies_left), through `predict`.
+    from selfplay.tree_search.evaluators import CachedEvaluator, gives_plies_left
+
+    planes = np.stack([encode(Position.initial())])
+    for head in (True, False):
+        net = PolicyValueNet(NetworkConfig(**{**TINY.to_dict(), "moves_left_head": head}))
+        evaluator = Evaluator(net, device="cpu", precision="float32")
+        assert gives_plies_left(evaluator) == head == gives_plies_left(CachedEvaluator(evaluator))
+        plies = evaluator.predict(planes)[2]
+        assert (plies is not None) == head
+        cached = CachedEvaluator(evaluator).predict(planes)[2]
+        assert cached is None if not head else np.array_equal(cached, plies)
+
+
 def test_presets_differ_in_size():
     small, large = NetworkConfig.small(), NetworkConfig.large()
     assert large.blocks > small.blocks and large.channels > small.channels

@@ -7,7 +7,7 @@ import torch
 
 from play.engine import Engine
 from selfplay.tree_search.analysis import SINGLE_GAME_POLICY_TEMPERATURE, GameSearch
-from selfplay.tree_search.evaluators import UniformEvaluator
+from selfplay.tree_search.evaluators import UniformEvaluator, gives_plies_left
 from selfplay.tree_search.search import SearchConfig
 from train.arena.match import NetworkPlayer, play_match
 from train.arena.player_specs import PlayerSpecError, make_player
@@ -208,6 +208,22 @@ def test_search_settings_in_a_spec(tiny_checkpoint):
         with pytest.raises(PlayerSpecError) as info:
             make_player(bad)
         assert "\n" not in str(info.value)
+
+
+def test_the_moves_left_utility_is_a_search_setting_of_a_spec(tiny_checkpoint):
+    # How a match sets a weight of the plies left against none: a KEY=VALUE item like any search setting.
+    player = make_player(f"mcts:{tiny_checkpoint}:t0+0.1:dbleaves:book:moves_left_weight=0.3")
+    assert player.config.moves_left_weight == 0.3 and player.config.database_leaves and player.book is not None
+    assert player.name.endswith(":t0+0.1:dbleaves:book:moves_left_weight=0.3")
+    assert gives_plies_left(player.evaluator)  # the network's head, through the player's answer cache
+    # A player searching with it plays its games (the threshold 0: a tiny network's values are never clear).
+    weighed = make_player(f"mcts:{tiny_checkpoint}:20:moves_left_weight=0.3:moves_left_threshold=0", seed=1)
+    result = play_match(weighed, make_player("ab2"), [Opening("9-13 21-17", ("9-13", "21-17"))], parallel=2)
+    assert len(result.games) == 2 and weighed.evaluator.table.arrays.plies.any()
+    for bad in ("mcts:t0.1:moves_left_weight=2", "mcts:t0.1:moves_left_threshold=1", "mcts:8:moves_left_slope=0",
+                "mcts:8:moves_left_weight=nan"):
+        with pytest.raises(PlayerSpecError, match="moves_left"):
+            make_player(bad)
 
 
 def test_players_that_send_a_few_positions_a_call_run_their_network_on_one_thread(tiny_checkpoint):

@@ -26,6 +26,8 @@ from zero.run.config import ConfigError, load_config
     ("selfplay.games_in_flight=0", "games_in_flight"),
     ("selfplay.search.leaves_per_tree=0", "leaves_per_tree"),
     ("gating.search.c_puct=0", "c_puct"),
+    ("gating.search.moves_left_weight=-0.1", "moves_left_weight"),
+    ("selfplay.search.moves_left_threshold=1", "moves_left_threshold"),
     ("selfplay.resign_playthrough=1.5", "resign_playthrough"),
 ])
 def test_bad_loop_settings_are_refused_when_loaded(tmp_path, override, message):

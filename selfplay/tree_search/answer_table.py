@@ -41,6 +41,9 @@ class AnswerArrays(NamedTuple):
     clock: np.ndarray  # int64 [1]: uses so far
     logits: np.ndarray  # float32 [slots, NUM_ACTIONS]
     wdl: np.ndarray  # float32 [slots, 3]
+    # float32 [slots]: the moves-left head's plies left (0 where the evaluator has no such head): a search
+    # that weighs the plies left (SearchConfig.moves_left_weight) recalls them with the rest of the answer.
+    plies: np.ndarray
 
 
 def new_answer_arrays(capacity: int) -> AnswerArrays:
@@ -50,7 +53,7 @@ def new_answer_arrays(capacity: int) -> AnswerArrays:
     return AnswerArrays(np.zeros(slots, dtype=np.uint64), np.full(slots, -1, dtype=np.int64),
                         np.zeros(1, dtype=np.int64),
                         np.zeros((slots, NUM_ACTIONS), dtype=np.float32),  # pages touched only when used
-                        np.zeros((slots, 3), dtype=np.float32))
+                        np.zeros((slots, 3), dtype=np.float32), np.zeros(slots, dtype=np.float32))
 
 
 class AnswerTable:
@@ -121,7 +124,7 @@ def recall(table, key):
 
 
 @njit(cache=True)
-def gather_hits(table, keys, out_logits, out_wdl, ask, answer_of):
+def gather_hits(table, keys, out_logits, out_wdl, out_plies, ask, answer_of):
     """Copy the remembered answers of the batch's positions (`keys`) into out_*; list in `ask` the first
     batch row of each position not remembered (once, however often it repeats), and in answer_of[r] the
     index in `ask` of row r's position (-1 for a hit). Returns how many positions to ask."""
@@ -131,6 +134,7 @@ def gather_hits(table, keys, out_logits, out_wdl, ask, answer_of):
         if slot >= 0:
             out_logits[r, :] = table.logits[slot]
             out_wdl[r, :] = table.wdl[slot]
+            out_plies[r] = table.plies[slot]
             answer_of[r] = -1
             continue
         answer_of[r] = asked
@@ -145,8 +149,8 @@ def gather_hits(table, keys, out_logits, out_wdl, ask, answer_of):
 
 
 @njit(cache=True)
-def store_answers(table, keys, ask, asked, logits, wdl, answer_of, out_logits, out_wdl):
-    """Remember the answers (logits[j], wdl[j]) of the positions asked (keys[ask[j]]), each in its bucket's
+def store_answers(table, keys, ask, asked, logits, wdl, plies, answer_of, out_logits, out_wdl, out_plies):
+    """Remember the answers (logits[j], wdl[j], plies[j]) of the positions asked (keys[ask[j]]), each in its bucket's
     slot used longest ago, and copy them into the batch rows that wanted them (answer_of >= 0)."""
     for j in range(asked):
         key = keys[ask[j]]
@@ -162,11 +166,13 @@ def store_answers(table, keys, ask, asked, logits, wdl, answer_of, out_logits, o
         table.last_used[slot] = table.clock[0]
         table.logits[slot, :] = logits[j]
         table.wdl[slot, :] = wdl[j]
+        table.plies[slot] = plies[j]
     for r in range(keys.shape[0]):
         j = answer_of[r]
         if j >= 0:
             out_logits[r, :] = logits[j]
             out_wdl[r, :] = wdl[j]
+            out_plies[r] = plies[j]
 
 
 class ReferenceAnswerTable:
@@ -174,8 +180,8 @@ class ReferenceAnswerTable:
 
     def __init__(self, buckets: int):
         self.buckets = buckets
-        # slot -> (key, its last use, logits, wdl); a missing slot is empty (never used: -1)
-        self.slots: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
+        # slot -> (key, its last use, logits, wdl, plies left); a missing slot is empty (never used: -1)
+        self.slots: dict[int, tuple[int, int, np.ndarray, np.ndarray, float]] = {}
         self.clock = 0  # uses so far
 
     @staticmethod
@@ -200,32 +206,44 @@ class ReferenceAnswerTable:
     def _find(self, key: int) -> int:
         return next((s for s in self._bucket(key) if self.slots.get(s, (0,))[0] == key), -1)
 
-    def lookup(self, key: int) -> tuple[np.ndarray, np.ndarray] | None:
+    def lookup(self, key: int) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """The remembered (logits, wdl, plies left) of `key`, or None."""
         slot = self._find(key)
         if slot < 0:
             return None
         stored = self.slots[slot]
         self.clock += 1
-        self.slots[slot] = (key, self.clock, stored[2], stored[3])
-        return stored[2], stored[3]
+        self.slots[slot] = (key, self.clock, *stored[2:])
+        return stored[2], stored[3], stored[4]
 
-    def store(self, key: int, logits: np.ndarray, wdl: np.ndarray) -> None:
+    def store(self, key: int, logits: np.ndarray, wdl: np.ndarray, plies: float = 0.0) -> None:
         slot = self._find(key)
         if slot < 0:
             slot = min(self._bucket(key), key=lambda s: self.slots.get(s, (0, -1))[1])  # first on ties
         self.clock += 1
-        self.slots[slot] = (key, self.clock, logits.copy(), wdl.copy())
+        self.slots[slot] = (key, self.clock, logits.copy(), wdl.copy(), float(np.float32(plies)))
 
     def evaluate(self, evaluator, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """CachedEvaluator.evaluate over this table: hits in batch order, then each missing position asked
         once and stored in the order first met."""
+        logits, wdl, _ = self.predict(evaluator, planes)
+        return logits, wdl
+
+    def predict(self, evaluator, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """CachedEvaluator.predict over this table: evaluate's answer and the plies left (0 from an evaluator
+        without a moves-left head; one with it is asked through its `predict`, as the cache asks it)."""
         keys = [self.key(row) for row in planes]
         answers = [self.lookup(key) for key in keys]
         ask = list(dict.fromkeys(key for key, answer in zip(keys, answers) if answer is None))
         if ask:
-            logits, wdl = evaluator.evaluate(planes[[keys.index(key) for key in ask]])
-            for key, row_logits, row_wdl in zip(ask, logits, wdl):
-                self.store(key, row_logits, row_wdl)
-            new = {key: (logits[j], wdl[j]) for j, key in enumerate(ask)}
+            rows = planes[[keys.index(key) for key in ask]]
+            if getattr(evaluator, "plies_left_head", False):
+                logits, wdl, plies = evaluator.predict(rows)
+            else:
+                (logits, wdl), plies = evaluator.evaluate(rows), np.zeros(len(rows), dtype=np.float32)
+            for key, row_logits, row_wdl, row_plies in zip(ask, logits, wdl, plies):
+                self.store(key, row_logits, row_wdl, row_plies)
+            new = {key: (logits[j], wdl[j], float(np.float32(plies[j]))) for j, key in enumerate(ask)}
             answers = [answer if answer is not None else new[key] for key, answer in zip(keys, answers)]
-        return np.stack([a[0] for a in answers]), np.stack([a[1] for a in answers])
+        return (np.stack([a[0] for a in answers]), np.stack([a[1] for a in answers]),
+                np.array([a[2] for a in answers], dtype=np.float32))

@@ -6,6 +6,14 @@ loss) for the side to move. `zero.net.inference.Evaluator` is the network one; t
 search on its own (uniform), give tests a deterministic position-dependent answer without torch (hash),
 or value material (a simple yardstick that knows nothing about moves). `CachedEvaluator` remembers another
 evaluator's answers by position.
+
+An evaluator with a moves-left head says so with a true `plies_left_head` attribute and also answers
+`predict(planes) -> (policy_logits, wdl, plies_left)`, plies_left float32 [N]: the plies to the end of the
+game from each position (the same for both sides, so never negated). The search asks for it only where it
+weighs the plies left (SearchConfig.moves_left_weight > 0); everywhere else `evaluate` is all it calls, so
+an evaluator needs nothing more. The network's Evaluator has the head when its network does; the hash
+evaluator has a deterministic one for the tests; uniform and material have none (a search with them
+leaves the moves-left utility off: plies of 0 everywhere would make it steer by the tree's shape).
 """
 
 from __future__ import annotations
@@ -23,6 +31,11 @@ class PositionEvaluator(Protocol):
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
 
+def gives_plies_left(evaluator: PositionEvaluator) -> bool:
+    """Whether `evaluator` has a moves-left head (see the module doc): `predict`'s third answer is real."""
+    return bool(getattr(evaluator, "plies_left_head", False))
+
+
 class UniformEvaluator:
     """Equal logits for every action and one fixed win/draw/loss answer: search with no knowledge."""
 
@@ -38,24 +51,34 @@ class UniformEvaluator:
 
 
 class HashEvaluator:
-    """Pseudo-random logits and win/draw/loss that depend only on the position's planes (a hash of them
-    seeds a generator): deterministic whatever the batch it comes in, different for every position, no
-    torch. Tests use it to compare searches exactly."""
+    """Pseudo-random logits, win/draw/loss and plies left that depend only on the position's planes (a hash
+    of them seeds a generator): deterministic whatever the batch it comes in, different for every position,
+    no torch. Tests use it to compare searches exactly. Its plies left are uniform in [0, max_plies), drawn
+    after the rest, so the logits and win/draw/loss are the same whether or not they are asked for."""
 
-    def __init__(self, seed: int = 0, logit_scale: float = 1.0):
+    plies_left_head = True
+
+    def __init__(self, seed: int = 0, logit_scale: float = 1.0, max_plies: float = 60.0):
         self.seed = seed
         self.logit_scale = logit_scale
+        self.max_plies = max_plies
 
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits, wdl, _ = self.predict(planes)
+        return logits, wdl
+
+    def predict(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = planes.shape[0]
         logits = np.empty((n, NUM_ACTIONS), dtype=np.float32)
         wdl = np.empty((n, 3), dtype=np.float32)
+        plies = np.empty(n, dtype=np.float32)
         for i in range(n):
             digest = hashlib.blake2b(np.ascontiguousarray(planes[i]).tobytes(), digest_size=8).digest()
             rng = np.random.default_rng([self.seed, int.from_bytes(digest, "little")])
             logits[i] = rng.standard_normal(NUM_ACTIONS) * self.logit_scale
             wdl[i] = rng.dirichlet((1.0, 1.0, 1.0))
-        return logits, wdl
+            plies[i] = rng.uniform(0.0, self.max_plies)
+        return logits, wdl, plies
 
 
 class MaterialEvaluator:
@@ -85,7 +108,9 @@ class CachedEvaluator:
     search's tree: those cost no network call. A search given this evaluator (`selfplay.tree_search.search`) recalls
     them while it selects its leaves, so that its network calls carry only positions the table lacks.
     About 4 KB a position (1,024 float32 logits), so the default holds 64 MB. Answers are the same values
-    the wrapped evaluator gave, row for row.
+    the wrapped evaluator gave, row for row. A wrapped evaluator with a moves-left head is always asked
+    through its `predict` (the network computes every head in one pass), so the table holds the plies left
+    of every position it remembers and `predict` answers them too, for a search that weighs them.
     """
 
     def __init__(self, evaluator: PositionEvaluator, capacity: int = 16_384):
@@ -96,6 +121,10 @@ class CachedEvaluator:
         self.table = AnswerTable(capacity)
 
     @property
+    def plies_left_head(self) -> bool:
+        return gives_plies_left(self.evaluator)
+
+    @property
     def hits(self) -> int:
         return self.table.hits
 
@@ -104,21 +133,34 @@ class CachedEvaluator:
         return self.table.misses
 
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits, wdl, _ = self.predict(planes)
+        return logits, wdl
+
+    def predict(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """evaluate's answer and the plies left (None where the wrapped evaluator has no moves-left head)."""
         n = planes.shape[0]
         keys = np.empty(n, dtype=np.uint64)
         hash_rows(np.ascontiguousarray(planes, dtype=np.float32).reshape(n, -1).view(np.uint32), keys)
         out_logits = np.empty((n, NUM_ACTIONS), dtype=np.float32)
         out_wdl = np.empty((n, 3), dtype=np.float32)
+        out_plies = np.empty(n, dtype=np.float32)
         ask, answer_of = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
         table = self.table
         with table.lock:
-            asked = gather_hits(table.arrays, keys, out_logits, out_wdl, ask, answer_of)
+            asked = gather_hits(table.arrays, keys, out_logits, out_wdl, out_plies, ask, answer_of)
             table.misses += asked
             table.hits += n - asked
         if asked:
             # Outside the lock: a search with calls in flight (SearchConfig.threads) makes them at once.
-            logits, wdl = self.evaluator.evaluate(planes[ask[:asked]])
+            rows = planes[ask[:asked]]
+            plies = None
+            if self.plies_left_head:
+                logits, wdl, plies = self.evaluator.predict(rows)
+            else:
+                logits, wdl = self.evaluator.evaluate(rows)
+            plies = np.zeros(asked, dtype=np.float32) if plies is None else np.ascontiguousarray(plies, np.float32)
             with table.lock:
                 store_answers(table.arrays, keys, ask, asked, np.ascontiguousarray(logits, dtype=np.float32),
-                              np.ascontiguousarray(wdl, dtype=np.float32), answer_of, out_logits, out_wdl)
-        return out_logits, out_wdl
+                              np.ascontiguousarray(wdl, dtype=np.float32), plies, answer_of, out_logits, out_wdl,
+                              out_plies)
+        return out_logits, out_wdl, out_plies if self.plies_left_head else None

@@ -8,7 +8,10 @@ order never overwrites a node not yet moved).
 Values. The value sum of a node is from the view of the player who moved INTO it (the chooser at its
 parent), so a parent picks the child with the highest Q = value_sum / visits. A network result for a leaf
 is for the leaf's side to move and is negated on the way up, one ply at a time. The draw sum adds up the
-draw probabilities, so any visited node also has a win/draw/loss estimate.
+draw probabilities, so any visited node also has a win/draw/loss estimate. The plies-left sum adds up the
+plies to the end of the game: a leaf's from the network's moves-left head (0 where the evaluator has none),
+a proven node's its exact PROVEN_PLIES, one more for each ply on the way up (the same for both sides, so
+never negated); M = plies-left sum / visits is the plies a node has left on average below it.
 
 Layout. A node is three records: `stats` (float64: what the descent and the backup read and write),
 `links` (int32: tree structure and state) and `nodes` (int64: position and move, one 64-byte line). Sibling
@@ -46,11 +49,12 @@ Search step, driven from Python (selfplay.tree_search.search.BatchedSearch):
      - a proven node: backed up again with its exact value;
      - a pending node (another descent of this batch already chose it): the tree stops selecting for this
        batch, so a leaf is never evaluated twice.
-  2. the caller evaluates the batch's planes with the network;
+  2. the caller evaluates the batch's planes with the network (and asks for the plies left only where it
+     weighs them: see the moves-left utility below);
   3. `expand_and_backup`: each leaf gets its children (priors = softmax over the legal actions' logits
      divided by the policy temperature, a from-to action shared by several moves split equally among them;
-     equal priors where the logits give no distribution) and its value is backed up (0 where the answer is
-     not finite), the virtual loss removed.
+     equal priors where the logits give no distribution) and its value and plies left are backed up (0
+     where the answer is not finite), the virtual loss removed.
 A tree's search is complete when its root has `target` visits (in flight counted), when its root is
 proven, or when its pool is too full for another expansion (`full`).
 
@@ -69,6 +73,14 @@ of its own (a node expanded without the network). w is the search's draw_value w
 chooses (0 by default); where the opponent does, it is the draw value's negation in a zero-sum search (the
 default) or 0 for an opponent supposed to value a draw as a search without a draw value does. A child
 proven lost for the chooser is never chosen.
+Moves-left utility (lc0's, `moves_left_weight` > 0): where p's result is clear, |Q(p)| > threshold, a
+visited unproven child c (one with a visit backed up) adds to its score
+    U(c) = -sign(Q(c)) * weight * clamp(slope * (M(c) - M(p)), -1, 1) * max(0, |Q(c)| - threshold) / (1 - threshold)
+so the side winning prefers the way with fewer plies left (a won ending is converted, not drawn out until
+a mistake or the no-progress rule spoils it) and the side losing the way with more (a lost one is resisted,
+its opponent given the most chances to go wrong). Bounded by the weight; 0 near the threshold, so it grows
+continuously with Q; an unvisited child's urgency is unchanged (no M yet). Proven nodes need none of it:
+their PROVEN_PLIES already hurry the winner and delay the loser exactly.
 Ties go to the first child in move-generation order. `selfplay.tree_search.reference_mcts` restates all of this in
 plain Python; the tests hold the two to identical visit counts.
 """
@@ -91,8 +103,8 @@ from zero.rules.bitboard import popcount
 NEW, PENDING, EXPANDED, TERMINAL = 0, 1, 2, 3
 
 # stats[g, node, field], float64
-VISITS, VIRTUAL, PRIOR, VALUE_SUM, DRAW_SUM, PROVEN_VALUE, PROVEN_PLIES = range(7)
-STATS_FIELDS = 7
+VISITS, VIRTUAL, PRIOR, VALUE_SUM, DRAW_SUM, PROVEN_VALUE, PROVEN_PLIES, PLIES_SUM = range(8)
+STATS_FIELDS = 8  # 64 bytes: a node's stats fill one cache line
 # links[g, node, field], int32; children of a node are the block first_child .. first_child + n_children - 1
 PARENT, FIRST_CHILD, N_CHILDREN, STATE = range(4)
 # nodes[g, node, field], int64; history[g, k, field] uses the first three
@@ -103,8 +115,9 @@ USED, TARGET, FULL, HISTORY_LEN = range(4)
 Forest = namedtuple(
     "Forest",
     [
-        "stats",  # [G, capacity, 7] visits, in-flight visits, prior, value sum, draw-probability sum, and the
-        #           proven value for the node's side to move (+1, 0, -1) with its plies (-1 = unproven)
+        "stats",  # [G, capacity, 8] visits, in-flight visits, prior, value sum, draw-probability sum, the
+        #           proven value for the node's side to move (+1, 0, -1) with its plies (-1 = unproven), and
+        #           the sum of the plies left backed up through the node
         "links",  # [G, capacity, 4] parent (-1 for the root), first child, number of children, state
         "nodes",  # [G, capacity, 8] board masks, side to move, no-progress plies, the move that led here
         "trees",  # [G, 4] nodes used, root visits at which the search is complete, pool full, history length
@@ -136,6 +149,7 @@ def _clear_node(f, g, i, parent, prior):
     st[DRAW_SUM] = 0.0
     st[PROVEN_VALUE] = 0.0
     st[PROVEN_PLIES] = -1.0
+    st[PLIES_SUM] = 0.0
     ln = f.links[g, i]
     ln[PARENT] = parent
     ln[FIRST_CHILD] = 0
@@ -185,13 +199,32 @@ def repetitions(f, g, node):
 
 
 @njit(cache=True)
-def _best_child(f, g, p, c_puct, c_puct_growth, c_puct_base, fpu_reduction, virtual_loss, draw_worth):
+def _moves_left_utility(q, child_m, parent_m, weight, slope, threshold):
+    """What the plies left add to a visited child's score (see the module docstring): for a child whose Q
+    (the chooser's view) is past the threshold, `weight` times the plies it has left beyond its parent's
+    (times `slope`, clamped to [-1, 1]: a bounded effect, whatever the head says) times how far past the
+    threshold Q is (0 at it, 1 at a certain result, so the utility grows continuously from nothing), its sign
+    such that the winner prefers fewer plies left and the loser more."""
+    strength = (abs(q) - threshold) / (1.0 - threshold)
+    if strength <= 0.0:
+        return 0.0
+    effect = min(max(slope * (child_m - parent_m), -1.0), 1.0)
+    if q > 0.0:
+        return -weight * effect * strength
+    return weight * effect * strength
+
+
+@njit(cache=True)
+def _best_child(f, g, p, c_puct, c_puct_growth, c_puct_base, fpu_reduction, virtual_loss, draw_worth,
+                moves_left_weight, moves_left_slope, moves_left_threshold):
     """The PUCT choice at p, in one pass over the children: every unvisited child has the same Q (the
     first-play urgency), so the best of them is the first with the highest prior, and it is compared with
     the best visited child at the end (on equal scores the earlier child wins, as a plain scan would).
     Children proven lost for the chooser are passed over (p is unproven, so another child is not).
     `draw_worth`: what a draw adds to the chooser's Q (w in the module docstring), times the draw
-    probability the child's visits found (1 for a proven draw)."""
+    probability the child's visits found (1 for a proven draw). With `moves_left_weight` > 0 and p's Q
+    past `moves_left_threshold` either way, each visited unproven child's score adds the moves-left utility
+    (_moves_left_utility); a weight of 0 costs one comparison a call."""
     first = f.links[g, p, FIRST_CHILD]
     end = first + f.links[g, p, N_CHILDREN]
     if end == first + 1:
@@ -201,6 +234,16 @@ def _best_child(f, g, p, c_puct, c_puct_growth, c_puct_base, fpu_reduction, virt
     sqrt_n = math.sqrt(n_parent)
     if c_puct_growth > 0.0:  # a logarithm per descent step only where it changes the weight
         c_puct = c_puct + c_puct_growth * math.log((n_parent + c_puct_base) / c_puct_base)
+    # The moves-left utility acts where p's result is clear (its Q for the chooser, as the first-play
+    # urgency's below, past the threshold): there the plies left tell the ways to it apart, elsewhere the
+    # value does. M = plies-left sum / visits, in-flight visits not counted (they have backed up none).
+    moves_left = False
+    parent_m = 0.0
+    if moves_left_weight > 0.0 and stats[p, VISITS] > 0:
+        q_p = (-stats[p, VALUE_SUM] + draw_worth * stats[p, DRAW_SUM]) / stats[p, VISITS]
+        if abs(q_p) > moves_left_threshold:
+            moves_left = True
+            parent_m = stats[p, PLIES_SUM] / stats[p, VISITS]
     visited_mass = 0.0
     best = -np.inf
     best_c = -1
@@ -215,9 +258,13 @@ def _best_child(f, g, p, c_puct, c_puct_growth, c_puct_base, fpu_reduction, virt
                 if stats[c, PROVEN_VALUE] > 0:  # a win for the child's side to move
                     continue
                 q = draw_worth  # a proven draw (a proven loss of the child would have proven p)
+                score = q + c_puct * prior * sqrt_n / (1 + n)
             else:
                 q = (stats[c, VALUE_SUM] - stats[c, VIRTUAL] * virtual_loss + draw_worth * stats[c, DRAW_SUM]) / n
-            score = q + c_puct * prior * sqrt_n / (1 + n)
+                score = q + c_puct * prior * sqrt_n / (1 + n)
+                if moves_left and stats[c, VISITS] > 0:
+                    score += _moves_left_utility(q, stats[c, PLIES_SUM] / stats[c, VISITS], parent_m,
+                                                 moves_left_weight, moves_left_slope, moves_left_threshold)
             if score > best:
                 best = score
                 best_c = c
@@ -239,18 +286,22 @@ def _best_child(f, g, p, c_puct, c_puct_growth, c_puct_base, fpu_reduction, virt
 
 
 @njit(cache=True)
-def _backup(f, g, node, value, draw, in_flight):
-    """Add one visit with `value` for the node's side to move up to the root; `in_flight` removes the
-    virtual loss the descent added."""
+def _backup(f, g, node, value, draw, plies, in_flight):
+    """Add one visit with `value` for the node's side to move up to the root, and `plies` left from the
+    node (one more for each ply up: the plies left need no negation); `in_flight` removes the virtual loss
+    the descent added."""
     v = -value
+    m = plies
     cur = node
     while cur >= 0:
         st = f.stats[g, cur]
         st[VISITS] += 1.0
         st[VALUE_SUM] += v
         st[DRAW_SUM] += draw
+        st[PLIES_SUM] += m
         st[VIRTUAL] -= in_flight
         v = -v
+        m += 1.0
         cur = f.links[g, cur, PARENT]
 
 
@@ -384,7 +435,8 @@ def _halving_child(f, g, limit, score):
 def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base, fpu_reduction,
                   fpu_reduction_root, virtual_loss, resolve_captures, repetitions_for_draw, no_progress_plies,
                   leaf_game, leaf_node, leaf_reps, planes, moves, tables, halving, root_limit, root_score,
-                  answers, actions, priors, policy_temperature, draw_value, opponent_draw_value):
+                  answers, actions, priors, policy_temperature, draw_value, opponent_draw_value,
+                  moves_left_weight, moves_left_slope, moves_left_threshold):
     """One selection pass over the active trees (see the module docstring). Writes the leaves for the
     network (tree, node, repetition count, input planes) and returns (their number, visits to proven nodes
     made, leaves answered from `answers`). `tables` is an endgame database (zero.endgames.egdb.Tables;
@@ -393,7 +445,8 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
     `policy_temperature` as expand_and_backup's would. Trees with `halving[g]` choose at the root by
     sequential halving, with root child k's visit limit root_limit[g, k] and its tie-break
     root_score[g, k]. `draw_value`: what a draw is worth to the root's side to move, `opponent_draw_value`
-    what the search supposes it is worth to the other side (_best_child)."""
+    what the search supposes it is worth to the other side (_best_child). `moves_left_*`: the moves-left
+    utility's weight (0: off), slope per ply and threshold on |Q| (_moves_left_utility)."""
     n_leaves = 0
     n_terminal = 0
     n_recalled = 0
@@ -421,7 +474,8 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
                         continue
                     reduction = fpu_reduction_root if node == 0 else fpu_reduction
                     node = _best_child(f, g, node, c_puct, c_puct_growth, c_puct_base, reduction, virtual_loss,
-                                       draw_value if roots_side else opponent_draw_value)
+                                       draw_value if roots_side else opponent_draw_value, moves_left_weight,
+                                       moves_left_slope, moves_left_threshold)
                     roots_side = not roots_side
                     continue
                 if state == NEW:
@@ -435,7 +489,7 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
                 break  # every root child has had this phase's visits
             if f.stats[g, node, PROVEN_PLIES] >= 0:
                 value = f.stats[g, node, PROVEN_VALUE]
-                _backup(f, g, node, value, 1.0 if value == 0.0 else 0.0, 0.0)
+                _backup(f, g, node, value, 1.0 if value == 0.0 else 0.0, f.stats[g, node, PROVEN_PLIES], 0.0)
                 n_terminal += 1
                 continue
             if f.links[g, node, STATE] == PENDING:
@@ -449,8 +503,8 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
             if node != 0 and answers.keys.shape[0] > 0:
                 slot = recall(answers, row_key(planes[n_leaves].reshape(-1).view(np.uint32)))
             if slot >= 0:
-                _expand_leaf(f, g, node, answers.logits[slot], answers.wdl[slot], 0.0, moves, actions, priors,
-                             policy_temperature)
+                _expand_leaf(f, g, node, answers.logits[slot], answers.wdl[slot], answers.plies[slot], 0.0, moves,
+                             actions, priors, policy_temperature)
                 n_recalled += 1
                 continue
             f.links[g, node, STATE] = PENDING
@@ -467,10 +521,11 @@ def select_leaves(f, active, leaves_per_tree, c_puct, c_puct_growth, c_puct_base
 
 
 @njit(cache=True)
-def _expand_leaf(f, g, node, logits, wdl, in_flight, moves, actions, priors, policy_temperature):
-    """Expand a leaf with the network's answer for it (logits; wdl: win, draw, loss for its side to move)
-    and back up its value; its children's priors are the policy at `policy_temperature`. `in_flight`: 1.0
-    for a leaf that waited for the network under a virtual loss, 0.0 for one answered at once."""
+def _expand_leaf(f, g, node, logits, wdl, plies, in_flight, moves, actions, priors, policy_temperature):
+    """Expand a leaf with the network's answer for it (logits; wdl: win, draw, loss for its side to move;
+    plies: the plies left in the game, 0 where the evaluator has no moves-left head) and back up its value;
+    its children's priors are the policy at `policy_temperature`. `in_flight`: 1.0 for a leaf that waited
+    for the network under a virtual loss, 0.0 for one answered at once."""
     nd = f.nodes[g, node]
     b, w, k, btm = nd[BLACK], nd[WHITE], nd[KINGS], nd[BLACK_TO_MOVE] != 0
     n = legal_action_array(b, w, k, btm, moves, actions)
@@ -494,14 +549,18 @@ def _expand_leaf(f, g, node, logits, wdl, in_flight, moves, actions, priors, pol
         # A diverged network's answer counts as an even one: a NaN in a value sum makes every
         # score above it NaN, and a descent that can choose no child never ends.
         value, draw = 0.0, 0.0
-    _backup(f, g, node, value, draw, in_flight)
+    m = np.float64(plies)
+    if not (np.isfinite(m) and m > 0.0):
+        m = 0.0  # the same for the plies left (a head's answer is never below 0)
+    _backup(f, g, node, value, draw, m, in_flight)
 
 
 @njit(cache=True)
-def expand_and_backup(f, n_leaves, leaf_game, leaf_node, logits, wdl, moves, actions, priors, policy_temperature):
-    """Expand each evaluated leaf and back up its value (_expand_leaf)."""
+def expand_and_backup(f, n_leaves, leaf_game, leaf_node, logits, wdl, plies, moves, actions, priors,
+                      policy_temperature):
+    """Expand each evaluated leaf and back up its value and plies left (_expand_leaf)."""
     for i in range(n_leaves):
-        _expand_leaf(f, leaf_game[i], leaf_node[i], logits[i], wdl[i], 1.0, moves, actions, priors,
+        _expand_leaf(f, leaf_game[i], leaf_node[i], logits[i], wdl[i], plies[i], 1.0, moves, actions, priors,
                      policy_temperature)
 
 

@@ -29,6 +29,13 @@ Semantics (see selfplay.tree_search.mcts for the reasoning):
     every Q (the parent's and a proven draw's included) adds draw_value times the node's draw share (draw
     sum over visits, in-flight ones counted; 1 for a proven draw) where the root's side chooses, and
     subtracts it where its opponent does (nothing there with `draw_value_zero_sum` off);
+  * every backup also adds the plies left (the evaluator's `predict` where the search weighs them and the
+    evaluator has a moves-left head, else 0; a proven node's exact plies) plus one per ply up, and M(node)
+    = that sum / its visits; with `moves_left_weight` > 0 (and such an evaluator), where the parent's Q
+    for the chooser (as the first-play urgency's) is past `moves_left_threshold` in size, a child with a
+    visit of its own, unproven, adds to its score -sign(Q) * weight * clamp(slope * (M(child) -
+    M(parent)), -1, 1) * (|Q| - threshold) / (1 - threshold), Q its own (the score's), nothing where |Q| is
+    not past the threshold;
   * with sequential halving at the root (selfplay.tree_search.gumbel; begun when the root is expanded, its phase
     advanced before each step's selection), a descent from the root takes the child below its visit limit
     with the fewest visits (in-flight ones counted), ties to the higher Gumbel score, and when every child
@@ -42,6 +49,7 @@ import math
 import numpy as np
 
 from selfplay.tree_search.answer_table import ReferenceAnswerTable
+from selfplay.tree_search.evaluators import gives_plies_left
 from selfplay.tree_search.gumbel import GumbelRoot, SequentialHalving
 from selfplay.tree_search.search import RootChildren, SearchConfig
 from zero.endgames.egdb import UNKNOWN, Egdb
@@ -67,6 +75,7 @@ class Node:
         self.virtual = 0
         self.value_sum = 0.0  # from the view of the player who moved here
         self.draw_sum = 0.0
+        self.plies_sum = 0.0  # plies left below here, summed over the visits (the same for both sides)
 
     def q_for_chooser(self, virtual_loss: float, draw_worth: float) -> float:
         return (self.value_sum - self.virtual * virtual_loss + draw_worth * self.draw_sum) / (self.visits + self.virtual)
@@ -83,6 +92,8 @@ class ReferenceMcts:
         self.rules: RulesConfig = game.rules
         self.evaluator = evaluator
         self.table = table
+        # The moves-left utility needs an evaluator with the head; without one it is off, as in the fast search.
+        self.moves_left_weight = self.config.moves_left_weight if gives_plies_left(evaluator) else 0.0
         self.root = Node(game.position, game.no_progress[-1], None, None, 1.0)
         window = game.no_progress[-1]
         self.history = game.positions[len(game.positions) - 1 - window: -1]
@@ -122,7 +133,7 @@ class ReferenceMcts:
                 break  # every root child has had this phase's visits
             if node.proven_value is not None:
                 value = node.proven_value
-                self._backup(node, value, 1.0 if value == 0.0 else 0.0, in_flight=False)
+                self._backup(node, value, 1.0 if value == 0.0 else 0.0, float(node.proven_plies), in_flight=False)
                 continue
             if node.pending:
                 break
@@ -141,18 +152,26 @@ class ReferenceMcts:
         if not leaves:
             return
         planes = np.stack([p for _, p in leaves])
-        logits, wdl = (self.evaluator.evaluate(planes) if self.table is None
-                       else self.table.evaluate(self.evaluator, planes))
+        if self.moves_left_weight > 0:
+            logits, wdl, plies = (self.evaluator.predict(planes) if self.table is None
+                                  else self.table.predict(self.evaluator, planes))
+        else:
+            logits, wdl = (self.evaluator.evaluate(planes) if self.table is None
+                           else self.table.evaluate(self.evaluator, planes))
+            plies = np.zeros(len(planes), dtype=np.float32)
         for i, (node, _) in enumerate(leaves):
-            self._expand_with(node, logits[i], wdl[i], in_flight=True)
+            self._expand_with(node, logits[i], wdl[i], plies[i], in_flight=True)
 
-    def _expand_with(self, node: Node, logits: np.ndarray, wdl: np.ndarray, in_flight: bool) -> None:
-        """Expand a leaf with its answer and back up its value."""
+    def _expand_with(self, node: Node, logits: np.ndarray, wdl: np.ndarray, plies: float, in_flight: bool) -> None:
+        """Expand a leaf with its answer and back up its value and plies left."""
         self._expand(node, logits)
         value, draw = float(wdl[0]) - float(wdl[2]), float(wdl[1])
         if not (math.isfinite(value) and math.isfinite(draw)):
             value, draw = 0.0, 0.0  # a diverged network's answer counts as an even one
-        self._backup(node, value, draw, in_flight=in_flight)
+        plies = float(plies)
+        if not (math.isfinite(plies) and plies > 0.0):
+            plies = 0.0
+        self._backup(node, value, draw, plies, in_flight=in_flight)
 
     def _halving_child(self) -> Node | None:
         best, best_key = None, None
@@ -204,6 +223,9 @@ class ReferenceMcts:
         draw_worth = c.draw_value if node.depth() % 2 == 0 else c.opponent_draw_value
         parent_q = (-node.value_sum + draw_worth * node.draw_sum) / node.visits if node.visits else 0.0
         fpu = parent_q - reduction * math.sqrt(visited_mass)
+        # The moves-left utility where the parent's result is clear for the chooser.
+        moves_left = self.moves_left_weight > 0 and node.visits > 0 and abs(parent_q) > c.moves_left_threshold
+        parent_m = node.plies_sum / node.visits if moves_left else 0.0
         best, best_child = -math.inf, node.children[0]
         for child in node.children:
             if child.proven_value == 1.0:  # won for its side to move: lost for the chooser
@@ -214,9 +236,21 @@ class ReferenceMcts:
             else:
                 q = child.q_for_chooser(c.virtual_loss, draw_worth) if n > 0 else fpu
             score = q + c_puct * child.prior * sqrt_n / (1 + n)
+            if moves_left and child.proven_value is None and child.visits > 0:
+                score += self._moves_left_utility(q, child.plies_sum / child.visits, parent_m)
             if score > best:
                 best, best_child = score, child
         return best_child
+
+    def _moves_left_utility(self, q: float, child_m: float, parent_m: float) -> float:
+        """The winner's bonus for fewer plies left, the loser's for more, growing from 0 at the threshold."""
+        c = self.config
+        strength = (abs(q) - c.moves_left_threshold) / (1.0 - c.moves_left_threshold)
+        if strength <= 0.0:
+            return 0.0
+        effect = min(max(c.moves_left_slope * (child_m - parent_m), -1.0), 1.0)
+        sign = -1.0 if q > 0.0 else 1.0
+        return sign * self.moves_left_weight * effect * strength
 
     def _propagate_proof(self, node: Node) -> None:
         parent = node.parent
@@ -291,14 +325,17 @@ class ReferenceMcts:
             node.children.append(Node(pos.play(move), no_progress, node, move, prior))
         node.expanded = True
 
-    def _backup(self, node: Node, value: float, draw: float, in_flight: bool) -> None:
+    def _backup(self, node: Node, value: float, draw: float, plies: float, in_flight: bool) -> None:
         v = -value
+        m = plies
         walk: Node | None = node
         while walk is not None:
             walk.visits += 1
             walk.value_sum += v
             walk.draw_sum += draw
+            walk.plies_sum += m
             if in_flight:
                 walk.virtual -= 1
             v = -v
+            m += 1.0
             walk = walk.parent

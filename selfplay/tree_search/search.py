@@ -24,7 +24,7 @@ import numpy as np
 
 from selfplay.tree_search import mcts
 from selfplay.tree_search.answer_table import new_answer_arrays
-from selfplay.tree_search.evaluators import CachedEvaluator, PositionEvaluator
+from selfplay.tree_search.evaluators import CachedEvaluator, PositionEvaluator, gives_plies_left
 from zero.endgames.egdb import Egdb, no_tables
 from zero.net.encoding import NUM_PLANES, action_index
 from zero.rules import movegen
@@ -83,6 +83,19 @@ class SearchConfig:
     # default: on 2 cores 2 searched 1.2-1.5x the simulations, but their pending leaves made the search less
     # selective and it lost games at 0.1 s a move (benchmarks/RESULTS.md).
     threads: int = setting(1, low=1, high=256)
+    # The moves-left utility (lc0's; selfplay.tree_search.mcts's docstring has the formula): where a node's
+    # result is clear (|Q| past moves_left_threshold), a child's score gains up to moves_left_weight for
+    # leading to the end sooner when the chooser wins, later when it loses, by the network's moves-left
+    # head, moves_left_slope of the weight a ply of difference. A network's value says a won ending is won
+    # whichever way it goes, and without this the search may wander (into a repetition, or the no-progress
+    # draw) where a shorter way converts it; a lost one, it may give up sooner than it must. Proven nodes
+    # already count their exact plies. 0, off, by default until a match at equal time shows a weight that
+    # wins; an evaluator without the head (zero.net.inference.Evaluator of a network without it, the uniform
+    # and material ones) leaves it off whatever the weight. The slope and threshold are starting points
+    # (lc0's threshold; a slope that reaches the full effect at 20 plies of difference), not tuned values.
+    moves_left_weight: float = setting(0.0, low=0, high=1)
+    moves_left_slope: float = setting(0.05, above=0, high=1)  # of the weight, per ply of difference
+    moves_left_threshold: float = setting(0.8, low=0, below=1)  # |Q| past which the utility acts
 
     def validate(self) -> None:
         check_settings(self, "search")
@@ -207,6 +220,8 @@ class BatchedSearch:
                                       self.rules.no_progress_plies + 2)
         self.active = np.zeros(games, dtype=np.bool_)
         self._batch = LeafBatch(games * self.config.leaves_per_tree)
+        # The plies left of leaves from an evaluator not asked for them (read only, so shared by every call).
+        self._no_plies = np.zeros(len(self._batch.node), dtype=np.float32)
         self._in_flight: deque[LeafBatch] = deque()  # overlapped network calls, oldest first
         self._idle: list[LeafBatch] = []
         self._pool: ThreadPoolExecutor | None = None  # the threads of the calls in flight, made on first use
@@ -357,10 +372,25 @@ class BatchedSearch:
         if not self._select(batch, evaluator):
             return 0
         t0 = time.perf_counter()
-        logits, wdl = evaluator.evaluate(batch.planes[:batch.n])
+        answer = self._evaluate(evaluator, batch.planes[:batch.n])
         self.times.evaluate += time.perf_counter() - t0
-        self._back_up(batch, logits, wdl)
+        self._back_up(batch, *answer)
         return batch.n
+
+    def _weighs_plies_left(self, evaluator: PositionEvaluator) -> bool:
+        """Whether this search's moves-left utility is on: a weight, and an evaluator with the head."""
+        return self.config.moves_left_weight > 0.0 and gives_plies_left(evaluator)
+
+    def _evaluate(self, evaluator: PositionEvaluator, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The evaluator's (logits, wdl, plies left) for `planes`: the plies from its `predict` where the
+        search weighs them, else 0 (`evaluate` alone: nothing asked of an evaluator that has no use)."""
+        if self._weighs_plies_left(evaluator):
+            logits, wdl, plies = evaluator.predict(planes)
+            if plies is not None:
+                return logits, wdl, np.ascontiguousarray(plies, dtype=np.float32)
+        else:
+            logits, wdl = evaluator.evaluate(planes)
+        return logits, wdl, self._no_plies[:len(planes)]
 
     def _step_overlapped(self, evaluator: PositionEvaluator, pool: Executor, calls: int) -> int:
         """`step` with up to `calls` network calls in flight in `pool`'s threads: the tree selects the next
@@ -372,15 +402,15 @@ class BatchedSearch:
             if not self._select(batch, evaluator):
                 self._idle.append(batch)
                 break
-            batch.answer = pool.submit(evaluator.evaluate, batch.planes[:batch.n])
+            batch.answer = pool.submit(self._evaluate, evaluator, batch.planes[:batch.n])
             self._in_flight.append(batch)
         if not self._in_flight:
             return 0
         batch = self._in_flight.popleft()
         t0 = time.perf_counter()
-        logits, wdl = batch.answer.result()
+        answer = batch.answer.result()
         self.times.evaluate += time.perf_counter() - t0
-        self._back_up(batch, logits, wdl)
+        self._back_up(batch, *answer)
         self._idle.append(batch)
         return batch.n
 
@@ -395,6 +425,7 @@ class BatchedSearch:
         """Select leaves in the active trees into `batch` with their input planes; returns how many. The
         leaves `evaluator`'s table answers (a CachedEvaluator's) are expanded on the way, not selected."""
         c = self.config
+        moves_left_weight = c.moves_left_weight if self._weighs_plies_left(evaluator) else 0.0
         t0 = time.perf_counter()
         for g in np.flatnonzero(self._halving_on):
             halving = self._halving[g]
@@ -410,7 +441,8 @@ class BatchedSearch:
                 self.rules.repetitions_for_draw, self.rules.no_progress_plies, batch.game, batch.node, batch.reps,
                 batch.planes, self._moves, self._tables, self._halving_on, self._root_limit, self._root_score,
                 table.arrays if table is not None else self._no_answers, self._actions, self._priors,
-                c.policy_temperature, c.draw_value, c.opponent_draw_value,
+                c.policy_temperature, c.draw_value, c.opponent_draw_value, moves_left_weight, c.moves_left_slope,
+                c.moves_left_threshold,
             )
             if table is not None:
                 table.hits += n_recalled
@@ -419,9 +451,9 @@ class BatchedSearch:
         self.times.recalled += n_recalled
         return batch.n
 
-    def _back_up(self, batch: LeafBatch, logits: np.ndarray, wdl: np.ndarray) -> None:
+    def _back_up(self, batch: LeafBatch, logits: np.ndarray, wdl: np.ndarray, plies: np.ndarray) -> None:
         t0 = time.perf_counter()
-        mcts.expand_and_backup(self.forest, batch.n, batch.game, batch.node, logits, wdl,
+        mcts.expand_and_backup(self.forest, batch.n, batch.game, batch.node, logits, wdl, plies,
                                self._moves, self._actions, self._priors, self.config.policy_temperature)
         for g in list(self._noise):
             if self.forest.links[g, 0, mcts.STATE] == mcts.EXPANDED:

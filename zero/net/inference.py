@@ -65,6 +65,9 @@ class Evaluator:
         self.device = torch.device(device) if device is not None else default_device()
         self.net = net.to(self.device).eval()
         self.config = net.config
+        # Whether `predict` answers the plies left (selfplay.tree_search.evaluators: a search that weighs them
+        # asks for them only from an evaluator that says it has them).
+        self.plies_left_head = bool(net.config.moves_left_head)
         self._autocast = precision == "bfloat16" or (precision == "auto" and self.device.type == "cuda")
         self._session = None
         if backend == "onnxruntime" and (self.device.type != "cpu" or precision == "bfloat16"):
