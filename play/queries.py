@@ -44,7 +44,8 @@ class EngineSettings:
     slots: int = 32  # positions searched together: trees of the batched search, leaves in one network batch
     tree_nodes: int = 250_000  # node pool per tree to begin with (~130 bytes a node, touched only as a tree
     #                            grows): a search for time or simulations that fills it doubles every tree's,
-    #                            up to a quarter of memory over them all; a query's `nodes` may not ask for more
+    #                            up to a quarter of the process's memory over them all; a query's `nodes` may
+    #                            not ask for more
     default_simulations: int = 200  # the budget of a query that names no limit
     max_simulations: int = 1_000_000  # the largest `simulations`; also where a search for time stops at the latest
     max_seconds: float = 3600.0  # the largest `time`

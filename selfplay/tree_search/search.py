@@ -239,18 +239,21 @@ class BatchedSearch:
 
     def grow(self, capacity: int) -> None:
         """Give every tree a pool of `capacity` nodes (more than now), its nodes kept and its full flag
-        cleared: a search that filled its pool goes on (its leaf that found no room is searched again)."""
+        cleared: a search that filled its pool goes on (its leaf that found no room is searched again). A
+        MemoryError leaves the pool as it was: the new pool and its index array are both made before either
+        replaces the old (a pool larger than its index array would have the kernels write past that array)."""
         old = self.forest
         if capacity <= old.links.shape[1]:
             raise ValueError(f"a pool of {old.links.shape[1]} nodes cannot grow to {capacity}")
-        self.forest = new = mcts.new_forest(self.games, capacity, old.history.shape[1])
+        new = mcts.new_forest(self.games, capacity, old.history.shape[1])
+        new_index = np.zeros(capacity, dtype=np.int32)
         for g in range(self.games):  # only each tree's nodes in use: the new pool's other pages stay untouched
             used = int(old.trees[g, mcts.USED])
             new.stats[g, :used], new.links[g, :used], new.nodes[g, :used] = (
                 old.stats[g, :used], old.links[g, :used], old.nodes[g, :used])
         new.trees[:], new.history[:] = old.trees, old.history
         new.trees[:, mcts.FULL] = 0
-        self._new_index = np.zeros(capacity, dtype=np.int32)
+        self.forest, self._new_index = new, new_index
 
     def node_bytes(self) -> int:
         """Memory a node of the pools takes (what a pool of n nodes costs is n times this, per tree)."""
@@ -390,6 +393,13 @@ class BatchedSearch:
             batch = self._in_flight.popleft()
             self._back_up(batch, *batch.answer.result())
             self._idle.append(batch)
+
+    def abandon(self) -> None:
+        """After a step that failed: forget the network calls in flight and stop every search. Their leaves
+        are never backed up, so a tree must be set afresh (set_root) before it is searched again."""
+        self._in_flight.clear()
+        for g in np.flatnonzero(self.active):
+            self.stop(int(g))
 
     def _select(self, batch: LeafBatch, evaluator: PositionEvaluator) -> int:
         """Select leaves in the active trees into `batch` with their input planes; returns how many. The
