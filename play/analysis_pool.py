@@ -71,8 +71,12 @@ class AnalysisPool:
         self.egdb = egdb
         # Before the first query's clock starts (its time counts from when it gets a tree).
         warm_up(evaluator, settings.search, settings.rules, egdb)
-        self.search = BatchedSearch(settings.slots, settings.search, settings.rules, capacity=settings.tree_nodes,
-                                    egdb=egdb)
+        try:
+            self.search = BatchedSearch(settings.slots, settings.search, settings.rules,
+                                        capacity=settings.tree_nodes, egdb=egdb)
+        except MemoryError:  # each count has its bound; their product may still be more than the process has
+            raise ValueError(f"{settings.slots} trees of {settings.tree_nodes:,} nodes do not fit in the memory this "
+                             f"process may have: ask for fewer slots or tree nodes") from None
         # The most nodes a tree's pool grows to: SINGLE_GAME_MEMORY_SHARE of the process's memory over all the
         # trees.
         self.most_nodes = max_single_game_capacity(self.search.node_bytes(), settings.slots,

@@ -32,6 +32,13 @@ from zero.rules.game import Game, Move, Position, RulesConfig
 from zero.run.config import check_settings, setting
 
 
+# The most root visits any search may be asked for (self-play, reanalysis, gating, shipping, the engine's
+# queries): a tree of a million simulations holds some 16 million nodes, about 2 GB.
+MOST_SIMULATIONS = 1_000_000
+# The most leaves a tree sends a network call: far above the 1 to 64 ever measured.
+MOST_LEAVES_PER_TREE = 256
+
+
 @dataclass
 class SearchConfig:
     """PUCT settings: how a tree is searched, whoever searches it (self-play, gating, matches, play).
@@ -62,9 +69,10 @@ class SearchConfig:
     fpu_reduction: float = setting(0.25, low=0)  # unvisited child's Q = parent Q - this * sqrt(visited prior mass)
     fpu_reduction_root: float = setting(0.0, low=0)  # the same at the root, where noise should be free to act
     virtual_loss: float = setting(1.0, low=0)  # each in-flight visit counts as a loss of this size while pending
-    leaves_per_tree: int = setting(2, low=1)  # leaves per tree per network batch (virtual loss spreads them)
+    # Leaves per tree per network batch (virtual loss spreads them).
+    leaves_per_tree: int = setting(2, low=1, high=MOST_LEAVES_PER_TREE)
     # Nodes per tree (a full tree ends its search early); 0 = sized by nodes_per_tree.
-    tree_capacity: int = setting(0, low=0)
+    tree_capacity: int = setting(0, low=0, high=mcts.MOST_NODES)
     reuse_tree: bool = True  # keep the played move's subtree for the next search
     # A position where a capture is pending (captures are compulsory) is expanded without a network call,
     # its captures taking equal priors, and the descent goes on: the network judges the quiet positions
