@@ -17,7 +17,9 @@ stop before its time or think on past it.
 from __future__ import annotations
 
 import math
+import sys
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from typing import Any
 
 from play.analysis_json import analysis_json
 from play.engine import plies_left
-from play.queries import EngineSettings, Query
+from play.queries import EngineSettings, Query, error_answer
 from selfplay.tree_search import mcts
 from selfplay.tree_search.analysis import (
     VISITS_PER_STEP, analysis_of, candidate_lines, make_room, max_single_game_capacity, with_database,
@@ -69,9 +71,14 @@ class AnalysisPool:
         self.egdb = egdb
         # Before the first query's clock starts (its time counts from when it gets a tree).
         warm_up(evaluator, settings.search, settings.rules, egdb)
-        self.search = BatchedSearch(settings.slots, settings.search, settings.rules, capacity=settings.tree_nodes,
-                                    egdb=egdb)
-        # The most nodes a tree's pool grows to: SINGLE_GAME_MEMORY_SHARE of memory over all the trees.
+        try:
+            self.search = BatchedSearch(settings.slots, settings.search, settings.rules,
+                                        capacity=settings.tree_nodes, egdb=egdb)
+        except MemoryError:  # each count has its bound; their product may still be more than the process has
+            raise ValueError(f"{settings.slots} trees of {settings.tree_nodes:,} nodes do not fit in the memory this "
+                             f"process may have: ask for fewer slots or tree nodes") from None
+        # The most nodes a tree's pool grows to: SINGLE_GAME_MEMORY_SHARE of the process's memory over all the
+        # trees.
         self.most_nodes = max_single_game_capacity(self.search.node_bytes(), settings.slots,
                                                    least=settings.tree_nodes)
         self.waiting: deque[Task] = deque()
@@ -99,28 +106,67 @@ class AnalysisPool:
 
     def step(self) -> list[dict[str, Any]]:
         """Give waiting positions the free trees, run one batched search step, and answer every position
-        whose search is done."""
-        self._start_waiting()
+        whose search is done. A position whose search or answer fails is answered with an error (its
+        query's id, the error's text) and the others go on; a step that fails answers every position in
+        flight so, and the engine goes on with those waiting."""
+        answers = self._start_waiting()
         if not any(self.running):
-            return []
+            return answers
         for g, task in enumerate(self.running):
             if task is not None:
                 self.search.start(g, min(self._visit_limit(task), self.search.root_visits(g) + VISITS_PER_STEP))
-        self.search.step(self.evaluator)
+        try:
+            self.search.step(self.evaluator)
+        except Exception as exc:
+            return answers + self._all_failed(exc)
         now = self.clock()
-        done = [g for g, task in enumerate(self.running) if task is not None and self._done(g, task, now)]
+        done = []
+        for g, task in enumerate(self.running):
+            if task is not None:
+                try:
+                    if self._done(g, task, now):
+                        done.append(g)
+                except Exception as exc:
+                    answers.append(self._failed(g, exc))
         if done:
             # A finished tree is read and then given to another position: nothing of it may be in flight.
-            self.search.drain()
-        answers = []
+            try:
+                self.search.drain()
+            except Exception as exc:
+                return answers + self._all_failed(exc)
         for g in done:
             task = self.running[g]
-            self.search.stop(g)
-            self.running[g] = None
-            if task.query.limits.clock_left is not None:
-                self.clock_values[g][task.game.position.black_to_move] = self.search.root_value(g)
-            answers.append(self._answer(g, task, now - task.started))
+            try:
+                if task.query.limits.clock_left is not None:
+                    self.clock_values[g][task.game.position.black_to_move] = self.search.root_value(g)
+                answers.append(self._answer(g, task, now - task.started))
+            except Exception as exc:
+                answers.append(self._failed(g, exc))
+            else:
+                self.search.stop(g)
+                self.running[g] = None
         return answers
+
+    def _all_failed(self, exc: Exception) -> list[dict[str, Any]]:
+        """The error answers of every position in flight, after the step they share failed."""
+        traceback.print_exception(exc, file=sys.stderr)  # a bug: its report needs where it happened
+        self.search.abandon()
+        return [self._given_up(g, exc) for g, task in enumerate(self.running) if task is not None]
+
+    def _failed(self, g: int, exc: Exception) -> dict[str, Any]:
+        """The error answer of the position in tree g, whose search or answer failed: a failure costs that
+        position, never the process nor the other positions in flight."""
+        traceback.print_exception(exc, file=sys.stderr)
+        return self._given_up(g, exc)
+
+    def _given_up(self, g: int, exc: Exception) -> dict[str, Any]:
+        """Free tree g, which holds no game to search on from, and answer its position with the error."""
+        task = self.running[g]
+        self.search.stop(g)
+        self.running[g] = None
+        self.rooted[g] = None
+        self.clock_values[g] = {}
+        return error_answer(f"internal error at ply {task.ply}: {exc!r}", task.query.id)
 
     def _done(self, g: int, task: Task, now: float) -> bool:
         nodes = int(self.search.forest.trees[g, mcts.USED])
@@ -141,11 +187,13 @@ class AnalysisPool:
             return not self.search.forest.trees[g, mcts.FULL]
         return make_room(self.search, g, self.most_nodes)
 
-    def _start_waiting(self) -> None:
+    def _start_waiting(self) -> list[dict[str, Any]]:
+        """Give waiting positions the free trees; returns the error answers of those that failed to start."""
+        failed = []
         while self.waiting:
             free = [g for g, task in enumerate(self.running) if task is None]
             if not free:
-                return
+                break
             task = self.waiting.popleft()
             start, moves = task.game.positions[0], tuple(task.game.moves)
             # The tree of this game's latest position searched before, else one holding no other game's,
@@ -153,21 +201,25 @@ class AnalysisPool:
             continued = [g for g in free if self.rooted[g] is not None and self.rooted[g][0] == start
                          and moves[:len(self.rooted[g][1])] == self.rooted[g][1]] \
                 if task.query.limits.clock_only else []
-            if continued:
-                g = max(continued, key=lambda g: len(self.rooted[g][1]))
-                kept = self.search.follow(g, moves[len(self.rooted[g][1]):], task.game)
-                if kept > KEPT_SHARE_OF_LARGEST_POOL * self.most_nodes:
-                    self.search.set_root(g, task.game)
-            else:
-                g = min(free, key=lambda g: (self.rooted[g] is not None, self.last_used[g]))
-                self.search.set_root(g, task.game)
-                self.clock_values[g] = {}
-            self.rooted[g] = (start, moves)
-            self.uses += 1
-            self.last_used[g] = self.uses
-            task.started = self.clock()
-            task.timer = self._timer(g, task)
+            g = max(continued, key=lambda g: len(self.rooted[g][1])) if continued else \
+                min(free, key=lambda g: (self.rooted[g] is not None, self.last_used[g]))
             self.running[g] = task
+            try:
+                if continued:
+                    kept = self.search.follow(g, moves[len(self.rooted[g][1]):], task.game)
+                    if kept > KEPT_SHARE_OF_LARGEST_POOL * self.most_nodes:
+                        self.search.set_root(g, task.game)
+                else:
+                    self.search.set_root(g, task.game)
+                    self.clock_values[g] = {}
+                self.rooted[g] = (start, moves)
+                self.uses += 1
+                self.last_used[g] = self.uses
+                task.started = self.clock()
+                task.timer = self._timer(g, task)
+            except Exception as exc:
+                failed.append(self._failed(g, exc))
+        return failed
 
     def _timer(self, g: int, task: Task) -> MoveTimer | None:
         """When a timed search of `task` in tree `g` ends: at its `time`; a move on a game clock as a match

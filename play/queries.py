@@ -12,12 +12,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from selfplay.tree_search import mcts
 from selfplay.tree_search.analysis import single_game_search
-from selfplay.tree_search.search import SearchConfig
+from selfplay.tree_search.evaluators import MOST_CACHE_POSITIONS
+from selfplay.tree_search.search import MOST_SIMULATIONS, SearchConfig
 from selfplay.tree_search.time_manager import TimeManager
 from zero.corpus.pdn import MAX_PLIES
+from zero.rules import movegen
 from zero.rules.game import Game, Move, Position, RulesConfig
 from zero.rules.notation import NotationError, fen_to_position, resolve_move
+from zero.run.config import check_settings, setting
 
 PROTOCOL_VERSION = 1
 ENGINE_NAME = "checkers-zero"
@@ -41,15 +45,19 @@ class QueryError(ValueError):
 class EngineSettings:
     """How an analysis engine searches: shared by the `engine` and `review` commands and the Python API."""
 
-    slots: int = 32  # positions searched together: trees of the batched search, leaves in one network batch
-    tree_nodes: int = 250_000  # node pool per tree to begin with (~130 bytes a node, touched only as a tree
-    #                            grows): a search for time or simulations that fills it doubles every tree's,
-    #                            up to a quarter of memory over them all; a query's `nodes` may not ask for more
-    default_simulations: int = 200  # the budget of a query that names no limit
-    max_simulations: int = 1_000_000  # the largest `simulations`; also where a search for time stops at the latest
+    # Positions searched together: trees of the batched search, leaves in one network batch.
+    slots: int = setting(32, low=1, high=4096)
+    # Node pool per tree to begin with (~130 bytes a node, touched only as a tree grows): a search for time
+    # or simulations that fills it doubles every tree's, up to a quarter of the process's memory over them
+    # all; a query's `nodes` may not ask for more.
+    tree_nodes: int = setting(250_000, low=movegen.MAX_MOVES + 1, high=mcts.MOST_NODES)
+    default_simulations: int = setting(200, low=1, high=MOST_SIMULATIONS)  # the budget of a query that names no limit
+    # The largest `simulations`; also where a search for time stops at the latest.
+    max_simulations: int = setting(1_000_000, low=1, high=MOST_SIMULATIONS)
     max_seconds: float = 3600.0  # the largest `time`
-    cache_positions: int = 16_384  # network answers remembered by position (consecutive plies of a game
-    #                                share most of their trees); 0 = no cache
+    # Network answers remembered by position (consecutive plies of a game share most of their trees); 0 = no
+    # cache.
+    cache_positions: int = setting(16_384, low=0, high=MOST_CACHE_POSITIONS)
     # A game's positions are usually asked one at a time (a program playing through the engine), so each
     # tree fills the network's batches alone, as a game searched alone does (selfplay.tree_search.analysis).
     search: SearchConfig = field(default_factory=single_game_search)
@@ -59,13 +67,10 @@ class EngineSettings:
     time_manager: TimeManager = field(default_factory=TimeManager)
 
     def validate(self) -> None:
-        if self.slots < 1:
-            raise ValueError(f"slots must be at least 1, not {self.slots}")
-        if self.default_simulations < 1 or self.default_simulations > self.max_simulations:
+        check_settings(self)
+        if self.default_simulations > self.max_simulations:
             raise ValueError(f"default simulations must be between 1 and {self.max_simulations}, "
                              f"not {self.default_simulations}")
-        if self.cache_positions < 0:
-            raise ValueError(f"the position cache cannot hold {self.cache_positions} positions")
         self.search.validate()
         self.time_manager.validate()
 

@@ -102,15 +102,16 @@ _HEAD_TOO_LONG = _refusal("431 Request Header Fields Too Large",
 class Limits:
     """What one server lets its clients take (see the module doc)."""
 
-    max_games: int = setting(256, low=1)
-    max_games_per_client: int = setting(64, low=1)
+    # A game in memory is a few kilobytes.
+    max_games: int = setting(256, low=1, high=1_000_000)
+    max_games_per_client: int = setting(64, low=1, high=1_000_000)
     game_idle_seconds: float = setting(1800.0, low=0)
     # What a burst of new games leaves behind; a person who starts a game plays in it within a minute.
     unplayed_game_seconds: float = setting(60.0, low=0)
     # Open connections, most of them waiting for their request (a buffer each, well under the open-file limit).
-    max_connections: int = setting(256, low=1)
+    max_connections: int = setting(256, low=1, high=65_536)
     # Requests being answered: a thread each, and most wait for the one engine.
-    max_answering: int = setting(32, low=1)
+    max_answering: int = setting(32, low=1, high=4096)
     connection_timeout: float = setting(30.0, above=0)
     # A browser sends a request in milliseconds; this is for slow networks, not slow clients.
     request_deadline: float = setting(10.0, above=0)

@@ -57,3 +57,27 @@ def test_cluster_placement_gives_the_trainer_a_gpu_and_shares_the_rest():
     assert placement("actor-0", four_gpus, 2)["num_gpus"] == 1.0  # more GPUs than actors: one each
     many = [placement(f"actor-{a}", four_gpus, 62)["num_gpus"] for a in range(62)]
     assert 1.0 + sum(many) + placement("gatekeeper", four_gpus, 62)["num_gpus"] <= 4.0
+
+
+def test_process_memory_is_the_least_of_the_machines_its_limits_and_its_cgroups(tmp_path, monkeypatch):
+    # The search trees were sized from the machine's memory alone: a process under a smaller limit grew
+    # them past it and died (issue 68, item 7).
+    import os
+    import resource
+
+    from zero.run import machine
+
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    v2.write_text("max\n")
+    v1.write_text("9223372036854771712\n")  # cgroup v1's "no limit"
+    monkeypatch.setattr(machine, "CGROUP_MEMORY_FILES", (v2, v1, tmp_path / "absent"))
+    limits = {resource.RLIMIT_AS: resource.RLIM_INFINITY, resource.RLIMIT_DATA: resource.RLIM_INFINITY}
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (limits[which], resource.RLIM_INFINITY))
+    assert machine.process_memory() == physical
+    v2.write_text(f"{physical // 2}\n")
+    assert machine.process_memory() == physical // 2
+    limits[resource.RLIMIT_DATA] = physical // 3
+    assert machine.process_memory() == physical // 3
+    limits[resource.RLIMIT_AS] = physical // 4
+    assert machine.process_memory() == physical // 4

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import typing
 
 import pytest
 
 from play.cli.main import main
 from train.loop.driver import LoopConfig, resolve_config
-from zero.run.config import ConfigError, load_config
+from zero.run.config import ConfigError, load_config, setting, with_overrides
 
 
 @pytest.mark.parametrize("override,message", [
@@ -45,14 +47,14 @@ def test_bad_loop_settings_are_refused_when_loaded(tmp_path, override, message):
     ("selfplay.search.c_puct=inf", "selfplay.search.c_puct = inf: must be a finite number above 0"),
     ("status_seconds=nan", "status_seconds = nan: must be a finite number above 0"),
     ("selfplay.commit_seconds=nan", "selfplay.commit_seconds = nan: must be a finite number"),
-    ("selfplay.torch_threads=0", "selfplay.torch_threads = 0: must be at least 1"),
-    ("gating.torch_threads=0", "gating.torch_threads = 0: must be at least 1"),
-    ("selfplay.commit_positions=0", "selfplay.commit_positions = 0: must be at least 1"),
-    ("gating.simulations=0", "gating.simulations = 0: must be at least 1"),
-    ("gating.parallel_games=0", "gating.parallel_games = 0: must be at least 1"),
-    ("gating.rating_games=-4", "gating.rating_games = -4: must be at least 0"),
-    ("selfplay.seed=-1", "selfplay.seed = -1: must be at least 0"),
-    ("selfplay.rules.max_plies=-5", "selfplay.rules.max_plies = -5: must be at least 0"),
+    ("selfplay.torch_threads=0", "selfplay.torch_threads = 0: must be in \\[1, 1,024\\]"),
+    ("gating.torch_threads=0", "gating.torch_threads = 0: must be in \\[1, 1,024\\]"),
+    ("selfplay.commit_positions=0", "selfplay.commit_positions = 0: must be in \\[1, 1,048,576\\]"),
+    ("gating.simulations=0", "gating.simulations = 0: must be in \\[1, 1,000,000\\]"),
+    ("gating.parallel_games=0", "gating.parallel_games = 0: must be in \\[1, 16,384\\]"),
+    ("gating.rating_games=-4", "gating.rating_games = -4: must be in \\[0, 1,000,000\\]"),
+    ("selfplay.seed=-1", "selfplay.seed = -1: must be in \\[0, 9,223,372,036,854,775,807\\]"),
+    ("selfplay.rules.max_plies=-5", "selfplay.rules.max_plies = -5: must be in \\[0, 10,000\\]"),
     ("trainer.poll_seconds=-1", "trainer.poll_seconds = -1.0: must be at least 0"),
     ("selfplay.checkpoint_poll_seconds=-1", "selfplay.checkpoint_poll_seconds = -1.0: must be at least 0"),
     ("status_seconds=-1", "status_seconds = -1.0: must be above 0"),
@@ -155,3 +157,90 @@ def test_a_resumed_run_refuses_a_setting_it_cannot_honour(tmp_path, capsys):
     assert main(["loop", "--run", str(tmp_path), "--set", "initial_checkpoint=other.pt"]) == 2
     err = capsys.readouterr().err
     assert "initial_checkpoint" in err and "Traceback" not in err
+
+
+# Issue 68, item 5: every count has an upper bound a machine can hold. The roots of every settings class:
+# those read from TOML and --set (loop, pretrain, its dataset, ship, tune) and those set in code (the web
+# server's limits, the analysis engine's settings, which its command's options fill).
+def _settings_roots() -> list[type]:
+    from play.queries import EngineSettings
+    from play.server import Limits
+    from train.arena.tuning import TuneConfig
+    from train.learner.pretrain import PretrainConfig
+    from train.learner.pretrain_dataset import DatasetConfig
+    from train.shipping.ship import ShipConfig
+
+    return [LoopConfig, PretrainConfig, DatasetConfig, ShipConfig, TuneConfig, Limits, EngineSettings]
+
+
+def _whole_number_settings(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field]]:
+    """(dotted path, field) of every whole-number setting below `cls`."""
+    found = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        path = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(hints[f.name]):
+            found += _whole_number_settings(hints[f.name], f"{path}.")
+        elif hints[f.name] is int:
+            found.append((path, f))
+    return found
+
+
+WHOLE_NUMBER_SETTINGS = [(root, path) for root in _settings_roots() for path, _ in _whole_number_settings(root)]
+HUGE = 10**23
+
+
+def test_every_whole_number_setting_has_an_upper_bound():
+    unbounded = [f"{root.__name__}: {path}" for root in _settings_roots() for path, f in _whole_number_settings(root)
+                 if not ("limits" in f.metadata and {f.metadata["limits"].high, f.metadata["limits"].below} != {None})]
+    # The loop's actors are bounded by LoopConfig.validate, whose message says what -1 means
+    # (test_bad_loop_settings_are_refused_when_loaded).
+    assert unbounded == ["LoopConfig: actors"]
+    assert len(WHOLE_NUMBER_SETTINGS) > 80
+
+
+def test_a_whole_number_setting_without_an_upper_bound_fails_where_it_is_defined():
+    with pytest.raises(TypeError, match="needs an upper bound"):
+        setting(3, low=0)
+    setting(3, low=0, high=10)
+    setting(0.5, low=0)  # a float needs none: it measures, it does not count what a machine holds
+
+
+@pytest.mark.parametrize("root, path", WHOLE_NUMBER_SETTINGS,
+                         ids=[f"{root.__name__}.{path}" for root, path in WHOLE_NUMBER_SETTINGS])
+def test_a_count_no_machine_can_hold_is_refused_in_one_line(tmp_path, capsys, root, path):
+    # Before: 81 of these 94 (a setting counted at each place it is set) took 10^23 slots, simulations, games,
+    # threads or batch positions, and the process met the count when it tried to hold that many.
+    override = f"{path}={HUGE}"
+    if root is LoopConfig:
+        assert main(["loop", "--run", str(tmp_path / "run"), "--set", override]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        message = err.removeprefix("error: ").rstrip("\n")
+    else:
+        with pytest.raises(ConfigError) as refused:
+            with_overrides(root(), [override])
+        message = str(refused.value)
+    if path == "actors":
+        assert message == f"actors = {HUGE}: at most 1,024 processes"
+    else:
+        assert re.fullmatch(rf"{re.escape(path)} = {HUGE}: must be (in \[.*\]|at most .*)", message), message
+
+
+def test_the_engine_refuses_a_count_no_machine_can_hold_in_one_line(capsys):
+    for flag in ("--slots", "--tree-nodes", "--sims", "--cache", "--threads"):
+        assert main(["engine", flag, str(HUGE)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f" = {HUGE}: must be in [" in err and "Traceback" not in err, (flag, err)
+
+
+def test_engine_trees_that_do_not_fit_in_memory_together_are_refused_in_one_line():
+    from counting import ClockedEvaluator
+    from play.analysis_pool import AnalysisPool
+    from play.queries import EngineSettings
+    from selfplay.tree_search import mcts
+
+    settings = EngineSettings(slots=4096, tree_nodes=mcts.MOST_NODES)  # each within its bound: 1.2 PB together
+    with pytest.raises(ValueError, match=r"^4096 trees of 2,147,483,647 nodes do not fit in the memory this process "
+                                         r"may have: ask for fewer slots or tree nodes$"):
+        AnalysisPool(ClockedEvaluator(), settings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import replace
 
@@ -33,7 +34,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser, slots: int = DEFAULTS.
                         help=f"positions searched together in one batched search (default {slots})")
     parser.add_argument("--tree-nodes", type=int, default=DEFAULTS.tree_nodes, metavar="N",
                         help=f"nodes a search tree holds to begin with; a search for time or simulations that fills "
-                             f"it grows every tree's, up to a quarter of memory over them all (default {DEFAULTS.tree_nodes})")
+                             f"it grows every tree's, up to a quarter of the memory this process may have over them "
+                             f"all (default {DEFAULTS.tree_nodes})")
     add_threads_argument(parser)
     parser.add_argument("--cache", type=int, default=DEFAULTS.cache_positions, metavar="N",
                         help=f"network answers remembered by position, 0 = none (default {DEFAULTS.cache_positions})")
@@ -54,8 +56,12 @@ def run(args: argparse.Namespace) -> int:
     except (EngineError, ValueError) as exc:
         print(f"checkers-zero engine: {exc}", file=sys.stderr)
         return 2
+    # The input is read by a thread of its own, which a session that ends while the client still holds the
+    # pipe open leaves blocked in a read: on a file object of its own, so that the interpreter's shutdown,
+    # which flushes sys.stdin, does not wait on that read's lock and abort ("Fatal Python error", exit 134).
+    source = os.fdopen(os.dup(sys.stdin.fileno()), "rb")
     try:
-        serve(engine, sys.stdin.buffer, sys.stdout)
+        serve(engine, source, sys.stdout)
     except BrokenPipeError:  # the client went away: nobody is left to answer
         return 0
     return 0

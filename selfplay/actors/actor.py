@@ -37,16 +37,21 @@ from typing import Callable
 import numpy as np
 
 from selfplay.replay.records import POSITION_FIELDS, GameRecord, PositionRows, padded_policy
-from selfplay.tree_search.evaluators import CachedEvaluator
+from selfplay.tree_search.evaluators import MOST_CACHE_POSITIONS, CachedEvaluator
 from selfplay.tree_search.gumbel import GumbelRoot, improved_policy_target
-from selfplay.tree_search.search import BatchedSearch, RootNoise, SearchConfig, visit_policy
+from selfplay.tree_search.search import (
+    MOST_LEAVES_PER_TREE, MOST_SIMULATIONS, BatchedSearch, RootNoise, SearchConfig, visit_policy,
+)
 from zero.net.encoding import move_action
-from zero.rules.game import Game, Move, Position, RulesConfig, Termination
-from zero.run.config import INFERENCE_PRECISIONS, check_settings, setting
+from zero.rules import movegen
+from zero.rules.game import MOST_PLIES, Game, Move, Position, RulesConfig, Termination
+from zero.run.config import INFERENCE_PRECISIONS, MOST_SEED, MOST_THREADS, check_settings, setting
 from zero.run.rundir import RunDir, RunDirError
 
 log = logging.getLogger(__name__)
 MAX_GAMES_IN_FLIGHT = 16_384
+# Positions a replay writer holds before it commits them (a policy target each, some kilobytes).
+MOST_QUEUED_POSITIONS = 1 << 20
 
 @dataclass
 class SelfPlayConfig:
@@ -63,14 +68,15 @@ class SelfPlayConfig:
     # others a fast one that only plays the move. 200 / 32 rather than 400 / 64: on the 2-core CPU, with two
     # actors and the newest network, they made more of the loop's 60 CPU-minutes (benchmarks/RESULTS.md,
     # "Two actors, 200 / 32 and the newest network against a same-day run of the defaults").
-    full_simulations: int = setting(200, low=1)
-    fast_simulations: int = setting(32, low=1)
+    full_simulations: int = setting(200, low=1, high=MOST_SIMULATIONS)
+    fast_simulations: int = setting(32, low=1, high=MOST_SIMULATIONS)
     full_search_prob: float = setting(0.25, low=0, high=1)
     dirichlet_alpha: float = setting(1.0, above=0)  # alpha x legal moves ~ 8-10, AlphaZero's ratio in chess, Go
     dirichlet_fraction: float = setting(0.25, low=0, high=1)  # share of the root prior replaced by noise
     noise_in_fast_searches: bool = False  # fast searches give no target, so noise only weakens their play
     temperature: float = setting(1.0, low=0)  # move sampling ~ visits^(1/T) for the opening plies
-    temperature_plies: int = setting(16, low=0)  # plies played with `temperature`; then final_temperature
+    # Plies played with `temperature`; then final_temperature.
+    temperature_plies: int = setting(16, low=0, high=MOST_PLIES)
     final_temperature: float = setting(0.0, low=0)  # 0 = always the most visited move
     # The policy target of a full search: "visits" (AlphaZero's visit shares) or "improved" (Gumbel
     # AlphaZero's softmax(log prior + sigma(completed Q)), selfplay.tree_search.gumbel: it keeps the network's belief
@@ -81,9 +87,9 @@ class SelfPlayConfig:
     # the last one standing played (selfplay.tree_search.gumbel; no Dirichlet noise, no temperature: the Gumbel noise
     # explores). Fast searches stay PUCT. The paper pairs it with policy_target = "improved".
     root_search: str = setting("puct", choices=("puct", "gumbel"))
-    gumbel_considered: int = setting(16, low=1)
+    gumbel_considered: int = setting(16, low=1, high=movegen.MAX_MOVES)
     resign_threshold: float = -0.9  # resign when the root value for the side to move falls below this
-    resign_min_ply: int = 20  # no resignation before this ply
+    resign_min_ply: int = setting(20, low=0, high=MOST_PLIES)  # no resignation before this ply
     # Share of games that never resign, to measure wrong resignations.
     resign_playthrough: float = setting(0.1, low=0, high=1)
     # End a game at its first position in the endgame database (the largest built; the 4-piece one is built
@@ -96,14 +102,14 @@ class SelfPlayConfig:
     # On CUDA a batch of a few thousand leaves keeps the GPU busy where the CPU's 64 x 2 already saturates
     # a core: these take the place of games_in_flight and search.leaves_per_tree when the network runs there.
     gpu_games_in_flight: int = setting(512, low=1, high=MAX_GAMES_IN_FLIGHT)
-    gpu_leaves_per_tree: int = setting(4, low=1)
-    torch_threads: int = setting(1, low=1)  # CPU threads per actor for inference
+    gpu_leaves_per_tree: int = setting(4, low=1, high=MOST_LEAVES_PER_TREE)
+    torch_threads: int = setting(1, low=1, high=MOST_THREADS)  # CPU threads per actor for inference
     # Network answers an actor remembers by position (selfplay.tree_search.evaluators.CachedEvaluator; its search
     # expands a remembered leaf without the network), about 4 KB each, for the games of one network; 0 for
     # none. Games from the same openings and the trees of consecutive moves meet the same positions: on
     # the CPU a third of the leaves were remembered and an actor played 1.3x the moves an hour
     # (benchmarks/RESULTS.md).
-    cache_positions: int = setting(32_768, low=0)
+    cache_positions: int = setting(32_768, low=0, high=MOST_CACHE_POSITIONS)
     # "auto": the checkpoint's int8 model on the CPU (zero.net.quantized, about 1.7x float32's evaluations a
     # second, its near ties answered in float32: zero.net.inference), float32 (bf16 autocast) on a GPU;
     # "float32" everywhere; "int8" and "int8-raw" (near ties not answered again) only on the CPU;
@@ -122,9 +128,11 @@ class SelfPlayConfig:
     # cap (3.99 samples a position against 3.26) but self-play made 13 % fewer positions and the network was
     # no stronger at 60 CPU-minutes (-8, -42 .. +25 Elo), so the default leaves the actors level.
     niceness: int = setting(0, low=0, high=19)
-    commit_positions: int = setting(1024, low=1)  # replay writer: commit once this many positions are queued
+    # The replay writer commits once this many positions are queued ...
+    commit_positions: int = setting(1024, low=1, high=MOST_QUEUED_POSITIONS)
     commit_seconds: float = setting(30.0, low=0)  # ... or once the oldest queued game has waited this long
-    seed: int = setting(0, low=0)  # run seed; game seeds derive from it, the actor id and the game index
+    # The run's seed: game seeds derive from it, the actor id and the game index.
+    seed: int = setting(0, low=0, high=MOST_SEED)
     search: SearchConfig = field(default_factory=SearchConfig)
     rules: RulesConfig = field(default_factory=RulesConfig)
 

@@ -27,14 +27,14 @@ from typing import Callable
 
 import numpy as np
 
-from selfplay.actors.actor import (MAX_GAMES_IN_FLIGHT, CheckpointInfo, SelfPlayConfig, StopRequest, current_best,
-                            newest_network)
+from selfplay.actors.actor import (MAX_GAMES_IN_FLIGHT, MOST_QUEUED_POSITIONS, CheckpointInfo, SelfPlayConfig,
+                                   StopRequest, current_best, newest_network)
 from selfplay.replay.reanalysis_store import ReanalysisWriter
 from selfplay.replay.replay_buffer import ReplayReader
-from selfplay.tree_search.search import BatchedSearch, visit_policy
+from selfplay.tree_search.search import MOST_SIMULATIONS, BatchedSearch, visit_policy
 from zero.corpus.pdn import PdnError, read_pdn_text
 from zero.rules.game import Game, Position
-from zero.run.config import check_settings, setting
+from zero.run.config import MOST_PROCESSES, MOST_SEED, check_settings, setting
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +46,16 @@ class ReanalyseConfig:
 
     # Reanalysers the loop runs beside the actors; on a machine sized automatically (actors = -1) they take
     # the place of as many actors. 0: none.
-    workers: int = setting(0, low=0)
-    simulations: int = setting(200, low=1)  # per position reanalysed
+    workers: int = setting(0, low=0, high=MOST_PROCESSES)
+    simulations: int = setting(200, low=1, high=MOST_SIMULATIONS)  # per position reanalysed
     games_in_flight: int = setting(64, low=1, high=MAX_GAMES_IN_FLIGHT)  # positions searched at once, CPU
     gpu_games_in_flight: int = setting(512, low=1, high=MAX_GAMES_IN_FLIGHT)  # ... and on CUDA
     # Loading a network is not free (the int8 model of a new checkpoint is derived on the CPU): a newer
     # candidate is looked for this often.
     network_poll_seconds: float = setting(60.0, low=0)
-    commit_targets: int = setting(1024, low=1)  # entries queued before a commit
-    seed: int = setting(0, low=0)  # the games drawn derive from it, the worker id and its entries so far
+    commit_targets: int = setting(1024, low=1, high=MOST_QUEUED_POSITIONS)  # entries queued before a commit
+    # The games drawn derive from it, the worker id and its entries so far.
+    seed: int = setting(0, low=0, high=MOST_SEED)
 
     def validate(self) -> None:
         check_settings(self, "reanalyse")

@@ -10,7 +10,6 @@ a forced move unsearched and stops on the clock once its move can no longer chan
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from selfplay.tree_search.search import (
 from selfplay.tree_search.time_manager import MoveTimer, TimeManager
 from zero.endgames.egdb import Egdb
 from zero.rules.game import Game, Move, Position
+from zero.run.machine import process_memory
 
 
 @dataclass(frozen=True)
@@ -97,9 +97,11 @@ SINGLE_GAME_LEAVES = 16
 SINGLE_GAME_POLICY_TEMPERATURE = 1.4
 # Nodes a single game's tree starts with (about 140 bytes a node; pages are touched only as the tree grows):
 # some 60,000 simulations, more than a CPU core searches in a minute. A search that fills it doubles it, up
-# to SINGLE_GAME_MEMORY_SHARE of the machine's memory, so that the clock, not the pool, ends a long search.
+# to SINGLE_GAME_MEMORY_SHARE of the process's memory, so that the clock, not the pool, ends a long search.
 SINGLE_GAME_CAPACITY = 1 << 20
-# The share of the machine's memory one game's tree may grow to; a search that fills that stops early.
+# The share of the memory the process may have that one game's tree may grow to; a search that fills that
+# stops early. The rest is the network's, the interpreter's and the growth's: a pool that doubles holds its
+# old nodes and its new ones at once.
 SINGLE_GAME_MEMORY_SHARE = 0.25
 # Root visits a search may add in one step. A step whose descents all end on proven nodes makes no network
 # call and would otherwise run to its whole target inside one step, past its time limit (and, searching many
@@ -117,25 +119,28 @@ def single_game_search(search: SearchConfig | None = None) -> SearchConfig:
 
 
 def max_single_game_capacity(node_bytes: int, trees: int = 1, least: int = SINGLE_GAME_CAPACITY) -> int:
-    """The most nodes a tree may grow to: SINGLE_GAME_MEMORY_SHARE of the machine's memory, shared by the
-    `trees` of one pool (each tree's pool is as large as the largest's), and never less than `least` (the
-    size the trees start with)."""
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): the starting size is the bound
+    """The most nodes a tree may grow to: SINGLE_GAME_MEMORY_SHARE of the memory this process may have
+    (zero.run.machine.process_memory), shared by the `trees` of one pool (each tree's pool is as large as
+    the largest's), never less than `least` (the size the trees start with) nor more than a pool can index."""
+    memory = process_memory()
+    if memory is None:  # nothing says how much there is: the starting size is the bound
         return least
-    return max(least, int(SINGLE_GAME_MEMORY_SHARE * memory) // (node_bytes * trees))
+    return min(mcts.MOST_NODES, max(least, int(SINGLE_GAME_MEMORY_SHARE * memory) // (node_bytes * trees)))
 
 
 def make_room(search: BatchedSearch, g: int, most: int) -> bool:
     """Whether tree g has room for its search to go on: a full one doubles every tree's pool, up to `most`
-    nodes."""
+    nodes. A pool the process cannot get the memory for stays as it is, and the search stops there with
+    what it has rather than taking the process (and every other search in it) down."""
     if not search.forest.trees[g, mcts.FULL]:
         return True
     capacity = search.forest.links.shape[1]
     if capacity >= most:
         return False
-    search.grow(min(2 * capacity, most))
+    try:
+        search.grow(min(2 * capacity, most))
+    except MemoryError:
+        return False
     return True
 
 

@@ -99,6 +99,10 @@ class MaterialEvaluator:
         return np.zeros((n, NUM_ACTIONS), dtype=np.float32), wdl
 
 
+# The most positions a cache may hold: 16 GiB of answers (about 4 KB each).
+MOST_CACHE_POSITIONS = 1 << 22
+
+
 class CachedEvaluator:
     """Another evaluator's answers, remembered by position (a 64-bit hash of the planes: everything the
     network sees, the no-progress and repetition planes included), in a table of `capacity` positions where

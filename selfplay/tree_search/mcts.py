@@ -107,6 +107,8 @@ VISITS, VIRTUAL, PRIOR, VALUE_SUM, DRAW_SUM, PROVEN_VALUE, PROVEN_PLIES, PLIES_S
 STATS_FIELDS = 8  # 64 bytes: a node's stats fill one cache line
 # links[g, node, field], int32; children of a node are the block first_child .. first_child + n_children - 1
 PARENT, FIRST_CHILD, N_CHILDREN, STATE = range(4)
+# The most nodes a pool may have: links index them as int32.
+MOST_NODES = 2**31 - 1
 # nodes[g, node, field], int64; history[g, k, field] uses the first three
 BLACK, WHITE, KINGS, BLACK_TO_MOVE, NO_PROGRESS, MOVE_FROM, MOVE_TO, CAPTURED = range(8)
 # trees[g, field], int64

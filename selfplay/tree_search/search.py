@@ -32,6 +32,13 @@ from zero.rules.game import Game, Move, Position, RulesConfig
 from zero.run.config import check_settings, setting
 
 
+# The most root visits any search may be asked for (self-play, reanalysis, gating, shipping, the engine's
+# queries): a tree of a million simulations holds some 16 million nodes, about 2 GB.
+MOST_SIMULATIONS = 1_000_000
+# The most leaves a tree sends a network call: far above the 1 to 64 ever measured.
+MOST_LEAVES_PER_TREE = 256
+
+
 @dataclass
 class SearchConfig:
     """PUCT settings: how a tree is searched, whoever searches it (self-play, gating, matches, play).
@@ -62,9 +69,10 @@ class SearchConfig:
     fpu_reduction: float = setting(0.25, low=0)  # unvisited child's Q = parent Q - this * sqrt(visited prior mass)
     fpu_reduction_root: float = setting(0.0, low=0)  # the same at the root, where noise should be free to act
     virtual_loss: float = setting(1.0, low=0)  # each in-flight visit counts as a loss of this size while pending
-    leaves_per_tree: int = setting(2, low=1)  # leaves per tree per network batch (virtual loss spreads them)
+    # Leaves per tree per network batch (virtual loss spreads them).
+    leaves_per_tree: int = setting(2, low=1, high=MOST_LEAVES_PER_TREE)
     # Nodes per tree (a full tree ends its search early); 0 = sized by nodes_per_tree.
-    tree_capacity: int = setting(0, low=0)
+    tree_capacity: int = setting(0, low=0, high=mcts.MOST_NODES)
     reuse_tree: bool = True  # keep the played move's subtree for the next search
     # A position where a capture is pending (captures are compulsory) is expanded without a network call,
     # its captures taking equal priors, and the descent goes on: the network judges the quiet positions
@@ -254,18 +262,21 @@ class BatchedSearch:
 
     def grow(self, capacity: int) -> None:
         """Give every tree a pool of `capacity` nodes (more than now), its nodes kept and its full flag
-        cleared: a search that filled its pool goes on (its leaf that found no room is searched again)."""
+        cleared: a search that filled its pool goes on (its leaf that found no room is searched again). A
+        MemoryError leaves the pool as it was: the new pool and its index array are both made before either
+        replaces the old (a pool larger than its index array would have the kernels write past that array)."""
         old = self.forest
         if capacity <= old.links.shape[1]:
             raise ValueError(f"a pool of {old.links.shape[1]} nodes cannot grow to {capacity}")
-        self.forest = new = mcts.new_forest(self.games, capacity, old.history.shape[1])
+        new = mcts.new_forest(self.games, capacity, old.history.shape[1])
+        new_index = np.zeros(capacity, dtype=np.int32)
         for g in range(self.games):  # only each tree's nodes in use: the new pool's other pages stay untouched
             used = int(old.trees[g, mcts.USED])
             new.stats[g, :used], new.links[g, :used], new.nodes[g, :used] = (
                 old.stats[g, :used], old.links[g, :used], old.nodes[g, :used])
         new.trees[:], new.history[:] = old.trees, old.history
         new.trees[:, mcts.FULL] = 0
-        self._new_index = np.zeros(capacity, dtype=np.int32)
+        self.forest, self._new_index = new, new_index
 
     def node_bytes(self) -> int:
         """Memory a node of the pools takes (what a pool of n nodes costs is n times this, per tree)."""
@@ -420,6 +431,13 @@ class BatchedSearch:
             batch = self._in_flight.popleft()
             self._back_up(batch, *batch.answer.result())
             self._idle.append(batch)
+
+    def abandon(self) -> None:
+        """After a step that failed: forget the network calls in flight and stop every search. Their leaves
+        are never backed up, so a tree must be set afresh (set_root) before it is searched again."""
+        self._in_flight.clear()
+        for g in np.flatnonzero(self.active):
+            self.stop(int(g))
 
     def _select(self, batch: LeafBatch, evaluator: PositionEvaluator) -> int:
         """Select leaves in the active trees into `batch` with their input planes; returns how many. The

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from play.api import Engine
+from processes import reaped
 from play.queries import PROTOCOL_VERSION, EngineSettings, QueryError
 from zero.rules.game import Game, Position
 from zero.rules.notation import fen_to_position
@@ -469,14 +470,129 @@ def test_a_full_tree_grows_only_for_a_search_that_goes_on(seconds, grows):
 def test_a_pool_of_many_trees_grows_within_its_share_of_memory():
     # Each tree's pool is as large as the largest's: the bound is shared by all of them, below the size a
     # single game's tree may reach.
-    import os
-
     from counting import ClockedEvaluator
     from play.analysis_pool import AnalysisPool
     from selfplay.tree_search.analysis import SINGLE_GAME_MEMORY_SHARE
+    from zero.run.machine import process_memory
 
     settings = EngineSettings(slots=4096, tree_nodes=257)
     pool = AnalysisPool(ClockedEvaluator(), settings)
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    memory = process_memory()
     assert 257 <= pool.most_nodes
     assert pool.most_nodes * settings.slots * pool.search.node_bytes() <= SINGLE_GAME_MEMORY_SHARE * memory
+
+
+def test_a_long_query_under_a_memory_limit_stops_at_the_bound_and_every_query_is_answered(tiny_checkpoint):
+    # Issue 68: under a 6 GiB RLIMIT_AS a query on an hour's clock grew the trees, sized from the machine's
+    # memory, until numpy could not allocate them; the MemoryError took the process and every query in
+    # flight down, and with the client still holding the pipe the shutdown aborted (exit 134). The trees
+    # now grow within a share of the memory the process may have, and a search that reaches it answers.
+    import resource
+
+    from selfplay.tree_search.analysis import SINGLE_GAME_MEMORY_SHARE
+    from selfplay.tree_search.search import BatchedSearch
+
+    limit, slots, tree_nodes = 6 << 30, 32, 250_000  # the engine needs about 3.5 GiB of addresses at rest
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    proc = subprocess.Popen([sys.executable, "-m", "play", "engine", "--checkpoint", str(tiny_checkpoint), "--no-egdb",
+                             "--slots", str(slots), "--tree-nodes", str(tree_nodes)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
+                            preexec_fn=limited, text=True)
+    with reaped(proc):
+        proc.stdin.write(json.dumps({"id": "h", "clock": 3600, "increment": 3600}) + "\n"
+                         + json.dumps({"id": "s", "moves": OPENING, "simulations": 50}) + "\n")
+        proc.stdin.flush()
+        answers = {}
+        while len(answers) < 2:
+            line = proc.stdout.readline()
+            assert line, f"the engine ended (exit {proc.wait(timeout=60)}): {proc.stderr.read()[-2000:]}"
+            answer = json.loads(line)
+            answers[answer["id"]] = answer
+        assert proc.poll() is None  # alive, with its client still there
+        proc.stdin.write(json.dumps({"stop": True}) + "\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=60) == 0  # the client still holds the pipe open
+        err = proc.stderr.read()
+    assert "Traceback" not in err and "Fatal" not in err, err
+    assert "error" not in answers["h"] and "error" not in answers["s"], answers
+    assert answers["s"]["simulations"] == 50
+    node_bytes = BatchedSearch(1, capacity=1_000).node_bytes()
+    assert tree_nodes < answers["h"]["nodes"] <= SINGLE_GAME_MEMORY_SHARE * limit // (slots * node_bytes)
+
+
+def test_a_tree_that_cannot_get_the_memory_to_grow_answers_with_what_it_has(monkeypatch):
+    from counting import ClockedEvaluator
+    from play.analysis_pool import AnalysisPool
+    from play.queries import parse_query
+    from selfplay.tree_search import mcts
+
+    evaluator = ClockedEvaluator(seconds=0.01)
+    settings = EngineSettings(slots=2, tree_nodes=257)
+    pool = AnalysisPool(evaluator, settings, clock=evaluator.clock)
+
+    def no_memory(games, capacity, history):
+        raise MemoryError(f"Unable to allocate {games * capacity * 136} bytes")
+
+    monkeypatch.setattr(mcts, "new_forest", no_memory)
+    pool.submit(parse_query({"id": "long", "moves": OPENING, "time": 3600}, settings))
+    pool.submit(parse_query({"id": "short", "simulations": 5}, settings))
+    answers = {}
+    while not pool.idle:
+        answers.update((a["id"], a) for a in pool.step())
+    assert set(answers) == {"long", "short"} and not any("error" in a for a in answers.values()), answers
+    assert 256 - 7 < answers["long"]["nodes"] <= 257 and evaluator.now < 3600  # full, and answered at once
+    assert pool.search.forest.links.shape[1] == 257  # the pool as it was
+
+
+def test_a_position_whose_answer_fails_costs_only_its_query(monkeypatch):
+    import play.analysis_pool
+    from counting import ClockedEvaluator
+    from play.analysis_pool import AnalysisPool
+    from play.queries import parse_query
+
+    written = play.analysis_pool.analysis_json
+
+    def failing_for_bad(analysis, position, ply, **fields):
+        if fields["query_id"] == "bad":
+            raise RuntimeError("no answer for you")
+        return written(analysis, position, ply, **fields)
+
+    monkeypatch.setattr(play.analysis_pool, "analysis_json", failing_for_bad)
+    evaluator = ClockedEvaluator()
+    settings = EngineSettings(slots=2, tree_nodes=1_000)
+    pool = AnalysisPool(evaluator, settings, clock=evaluator.clock)
+    for query in ({"id": "bad", "simulations": 8}, {"id": "good", "simulations": 30}, {"id": "next", "simulations": 8}):
+        pool.submit(parse_query(query, settings))
+    answers = {}
+    while not pool.idle:
+        answers.update((a["id"], a) for a in pool.step())
+    assert answers["bad"] == {"id": "bad", "error": "internal error at ply 0: RuntimeError('no answer for you')"}
+    assert answers["good"]["simulations"] == 30 and answers["next"]["simulations"] == 8
+
+
+def test_a_failed_search_step_answers_the_positions_in_flight_and_the_engine_goes_on():
+    from counting import ClockedEvaluator
+    from play.analysis_pool import AnalysisPool
+    from play.queries import parse_query
+
+    class FailsOnce(ClockedEvaluator):
+        def evaluate(self, planes):
+            if self.calls == 3:
+                self.calls += 1
+                raise MemoryError("the network's batch")
+            return super().evaluate(planes)
+
+    evaluator = FailsOnce()
+    settings = EngineSettings(slots=2, tree_nodes=1_000)
+    pool = AnalysisPool(evaluator, settings, clock=evaluator.clock)
+    evaluator.calls = 0  # the warm-up's calls
+    for query in ({"id": 1, "simulations": 50}, {"id": 2, "simulations": 50}, {"id": 3, "simulations": 50}):
+        pool.submit(parse_query(query, settings))
+    answers = {}
+    while not pool.idle:
+        answers.update((a["id"], a) for a in pool.step())
+    assert answers[1]["error"] == answers[2]["error"] == "internal error at ply 0: MemoryError(\"the network's batch\")"
+    assert answers[3]["simulations"] == 50  # waiting when the step failed: searched in a fresh tree

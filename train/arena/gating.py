@@ -24,9 +24,9 @@ from typing import Callable
 
 import torch
 
-from selfplay.actors.actor import load_ballot
+from selfplay.actors.actor import MAX_GAMES_IN_FLIGHT, load_ballot
 from selfplay.tree_search.evaluators import CachedEvaluator
-from selfplay.tree_search.search import SearchConfig
+from selfplay.tree_search.search import MOST_SIMULATIONS, SearchConfig
 from train.arena.match import MATCH_CACHE_POSITIONS, MatchGame, MatchResult, NetworkPlayer, match_schedule, play_match
 from train.arena.player_specs import make_player
 from train.arena.ratings import YARDSTICKS, PlayerInfo, RatingsTable
@@ -37,7 +37,7 @@ from zero.net.checkpoint import CheckpointError, load_checkpoint
 from zero.net.inference import Evaluator
 from zero.net.quantized import cache_path
 from zero.rules.game import RulesConfig
-from zero.run.config import atomic_write_bytes, setting
+from zero.run.config import MOST_GAMES, MOST_SEED, MOST_THREADS, atomic_write_bytes, setting
 from zero.run.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -47,24 +47,26 @@ class GatingConfig:
     """Fixed search settings for every gating and rating game (no noise, most visited move); the `match`
     command's network players search the same way. The game-length cap is the rules' max_plies."""
 
-    simulations: int = setting(64, low=1)  # root visits per move for both networks
-    parallel_games: int = setting(48, low=1)  # games in flight (their leaves share one network batch)
+    simulations: int = setting(64, low=1, high=MOST_SIMULATIONS)  # root visits per move for both networks
+    # Games in flight (their leaves share one network batch).
+    parallel_games: int = setting(48, low=1, high=MAX_GAMES_IN_FLIGHT)
     # ... when the networks run on a GPU, where each batch is a round trip shared with the actors: the whole
     # gate at once (2 x sprt.max_pairs), so a gate costs one game's batches.
-    gpu_parallel_games: int = setting(288, low=1)
+    gpu_parallel_games: int = setting(288, low=1, high=MAX_GAMES_IN_FLIGHT)
     # One leaf per tree per network batch, so that no virtual loss bends a fixed, small budget (the many
     # games in flight fill the batch instead).
     search: SearchConfig = field(default_factory=lambda: SearchConfig(leaves_per_tree=1))
     openings: str = "openings/acf_3move_144.txt"  # relative to the data folder, or an absolute path
     sprt: SprtConfig = field(default_factory=SprtConfig)
     # Rating games against each yardstick for every decided candidate (half with each colour).
-    rating_games: int = setting(12, low=0)
+    rating_games: int = setting(12, low=0, high=MOST_GAMES)
     rating_yardsticks: list[str] = field(default_factory=lambda: ["alphabeta:2", "alphabeta:4", "alphabeta:6",
                                                                   "alphabeta:8"])
     # Games between neighbouring yardsticks, played once per run, that pin the yardsticks to the anchor.
-    calibration_games: int = setting(24, low=0)
+    calibration_games: int = setting(24, low=0, high=MOST_GAMES)
     device: str = setting("auto", choices=("auto", "cpu", "cuda"))
-    torch_threads: int = setting(1, low=1)  # CPU threads for the networks (the other cores: actors, trainer)
+    # CPU threads for the networks (the other cores: actors, trainer).
+    torch_threads: int = setting(1, low=1, high=MOST_THREADS)
     # The gatekeeper's process priority in the loop (os.nice: 0 = as the others, 19 = only idle cycles). On a
     # 2-core machine an even share gave gating 69 % of a core, mostly for candidates it rejected, and the
     # actor 81 %; at 10 the actor had 97 %, and 60 CPU-minutes of the loop made 28 % more positions and a
@@ -73,7 +75,7 @@ class GatingConfig:
     # (gpu_niceness; a lower priority there was not measured).
     niceness: int = setting(10, low=0, high=19)
     gpu_niceness: int = setting(0, low=0, high=19)
-    seed: int = setting(7, low=0)
+    seed: int = setting(7, low=0, high=MOST_SEED)
     # Judge the endgame moves of every recorded match against the endgame database: each player's
     # solved-endgame mistake rate in the ratings table (zero.endgames.endgame_judge).
     judge_endgames: bool = True

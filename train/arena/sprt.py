@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 
 from train.arena.match import elo_from_score
-from zero.run.config import setting
+from zero.run.config import MOST_GAMES, setting
 
 # Variance floor: an all-draw sample has zero variance; a floor keeps the LLR finite (and strongly negative).
 _MIN_VARIANCE = 1e-4
@@ -49,10 +49,10 @@ class SprtConfig:
     alpha: float = setting(0.05, above=0, below=1)  # false promotion rate
     beta: float = setting(0.05, above=0, below=1)  # false rejection rate
     # The whole 3-move ballot, each opening with both colours; a smaller cap plays the ballot's first openings.
-    max_pairs: int = setting(144, low=1)
+    max_pairs: int = setting(144, low=1, high=MOST_GAMES)
     # No decision before this many pairs: the variance estimate of a handful of (often drawn) pairs is too
     # small to trust, and the approximate LLR would stop the test on noise.
-    min_pairs: int = setting(10, low=1)
+    min_pairs: int = setting(10, low=1, high=MOST_GAMES)
 
 
 @dataclass

@@ -55,8 +55,9 @@ from train.arena.gating import GatingConfig
 from train.arena.match import MatchResult, mix_seed
 from train.arena.player_specs import TIME_MANAGER_SETTINGS, make_player
 from train.arena.split_match import Share, play_share, worker_pool
-from zero.run.config import (ConfigError, append_whole, atomic_write_bytes, check_settings, file_sha256, load_config,
-                         save_config, setting, to_dict, with_overrides, write_run_record)
+from zero.run.config import (MOST_GAMES, MOST_PROCESSES, MOST_SEED, ConfigError, append_whole, atomic_write_bytes,
+                             check_settings, file_sha256, load_config, save_config, setting, to_dict, with_overrides,
+                             write_run_record)
 from zero.corpus.openings import Opening
 
 log = logging.getLogger(__name__)
@@ -130,10 +131,11 @@ class TuneConfig:
     clock: str = ""  # a game clock "B+I" for both players instead (B seconds, I more a move), e.g. "0+0.1"
     # N, game pairs in the whole run: the schedules reach c_end and r_end at N. About 4 hours at 0.1 s a move
     # with 2 processes (a 288-game ballot takes about 35 minutes there).
-    iterations: int = setting(1000, low=1)
-    processes: int = setting(2, low=1)  # iterations at once, one core each; part of the trajectory's definition
+    iterations: int = setting(1000, low=1, high=MOST_GAMES)
+    # Iterations at once, one core each; part of the trajectory's definition.
+    processes: int = setting(2, low=1, high=MOST_PROCESSES)
     openings: str = GatingConfig.openings  # relative to the data folder, or an absolute path
-    seed: int = setting(0, low=0)  # flips, the openings' order, and the players' seeds
+    seed: int = setting(0, low=0, high=MOST_SEED)  # flips, the openings' order, and the players' seeds
     alpha: float = setting(0.602, above=0)  # how fast the step a_k decays
     gamma: float = setting(0.101, above=0)  # how fast the perturbation c_k decays
     a_fraction: float = setting(0.1, low=0)  # fishtest's A, the step's stability constant, as a share of N

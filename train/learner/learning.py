@@ -37,6 +37,9 @@ from zero.run.config import check_settings, setting
 # so that its size is comparable with the cross-entropies of the other heads.
 MOVES_LEFT_SCALE = 50.0
 SOURCES = ("expert", "selfplay")  # what Samples.source indexes
+# The most positions a batch (of training or of evaluation) may have: some 30 GB of inputs and targets, more
+# than any GPU's batch is worth.
+MOST_BATCH = 1 << 22
 
 
 @dataclass

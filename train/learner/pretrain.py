@@ -30,11 +30,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from train.learner.learning import HeadWeights, Learner, OptimConfig, TrainingDiverged, autocast, lr_at
+from train.learner.learning import MOST_BATCH, HeadWeights, Learner, OptimConfig, TrainingDiverged, autocast, lr_at
 from train.learner.pretrain_dataset import PretrainDataset
 from zero.net.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from zero.net.network import NetworkConfig, PolicyValueNet, parameter_count
-from zero.run.config import code_version, file_sha256, setting, to_dict, write_run_record
+from zero.run.config import (MOST_POSITIONS, MOST_SEED, MOST_STEPS, MOST_THREADS, code_version, file_sha256, setting,
+                             to_dict, write_run_record)
 from zero.run.wandb_logging import INSTALL_HINT, WandbMissing, import_wandb
 
 # Game phases by pieces on the board (24 at the start).
@@ -61,25 +62,29 @@ class PretrainConfig:
 
     network: NetworkConfig = field(default_factory=NetworkConfig.small)
     optim: OptimConfig = field(default_factory=OptimConfig)
-    batch_size: int = 256
-    steps: int = 20_000
+    batch_size: int = setting(256, low=1, high=MOST_BATCH)
+    steps: int = setting(20_000, low=1, high=MOST_STEPS)
     label_smoothing: float = 0.0
     heads: HeadWeights = field(default_factory=HeadWeights)
-    seed: int = 0
-    eval_every: int = 1000  # steps between validations
-    val_positions: int = 16_384  # validation subset (fixed, seeded); 0 = the whole split
-    checkpoint_every: int = 1000  # steps between resumable checkpoints in the run directory
-    log_every: int = 50
-    eval_batch: int = 1024
-    baseline_positions: int = 0  # test positions for the alpha-beta baseline; 0 = all non-forced ones
-    baseline_depth: int = 4
-    threads: int = 0  # torch CPU threads; 0 = torch's default
+    seed: int = setting(0, low=0, high=MOST_SEED)
+    eval_every: int = setting(1000, low=1, high=MOST_STEPS)  # steps between validations
+    # Validation subset (fixed, seeded); 0 = the whole split.
+    val_positions: int = setting(16_384, low=0, high=MOST_POSITIONS)
+    # Steps between resumable checkpoints in the run directory.
+    checkpoint_every: int = setting(1000, low=1, high=MOST_STEPS)
+    log_every: int = setting(50, low=1, high=MOST_STEPS)
+    eval_batch: int = setting(1024, low=1, high=MOST_BATCH)
+    # Test positions for the alpha-beta baseline; 0 = all non-forced ones.
+    baseline_positions: int = setting(0, low=0, high=MOST_POSITIONS)
+    # Past a dozen plies a fixed-depth search takes hours a position.
+    baseline_depth: int = setting(4, low=1, high=64)
+    threads: int = setting(0, low=0, high=MOST_THREADS)  # torch CPU threads; 0 = torch's default
     max_minutes: float = 0.0  # stop training after this long (then evaluate and save as usual); 0 = no limit
     compile: bool = False  # torch.compile the network (helps on GPUs; slow to start)
     # Distillation (see the module doc): the checkpoint whose judgement is the target ("" = the games'), and
     # how many positions of its own games join the train split's.
     teacher: str = ""
-    teacher_positions: int = setting(0, low=0)
+    teacher_positions: int = setting(0, low=0, high=MOST_POSITIONS)
     # Fine-tuning: the checkpoint whose weights the run starts from ("" = random weights); its network must be
     # this run's. With `quantization_aware` the loss also sees the int8 model's rounding
     # (train.learner.quantization_aware), so that the int8 model derived from the result keeps its judgement.

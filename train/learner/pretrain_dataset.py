@@ -49,7 +49,7 @@ from zero.net.encoding import action_index, count_shared_moves, legal_action_arr
 from zero.rules import movegen
 from zero.rules.bitboard import popcount
 from zero.rules.game import Position
-from zero.run.config import file_sha256
+from zero.run.config import file_sha256, setting
 
 SPLITS = ("train", "val", "test")
 TRAIN, VAL, TEST = 0, 1, 2
@@ -74,7 +74,7 @@ class DatasetConfig:
     val_fraction: float = 0.05  # share of games (by sequence hash) in the validation split
     test_fraction: float = 0.05  # share of games in the test split
     split_salt: str = "checkers-zero-split-v1"  # changing it draws a different (still deterministic) split
-    chunk_rows: int = 1 << 16  # zarr chunk length of the position arrays
+    chunk_rows: int = setting(1 << 16, low=1, high=1 << 24)  # zarr chunk length of the position arrays
 
 
 def split_of(moves_text: str, cfg: DatasetConfig) -> int:

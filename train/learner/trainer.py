@@ -27,10 +27,10 @@ import torch
 
 from selfplay.replay.reanalysis_store import FreshTargets
 from selfplay.replay.replay_buffer import ReplayReader
-from train.learner.learning import HeadWeights, Learner, OptimConfig, Samples, samples_from_replay
+from train.learner.learning import MOST_BATCH, HeadWeights, Learner, OptimConfig, Samples, samples_from_replay
 from train.learner.pretrain_dataset import DatasetError, build_dataset, open_dataset
 from zero.net.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from zero.run.config import check_settings, setting
+from zero.run.config import MOST_POSITIONS, MOST_SEED, MOST_STEPS, MOST_THREADS, check_settings, setting
 from zero.run.data import OCA_FILE, data_file
 from zero.run.rundir import RunDir
 
@@ -42,25 +42,26 @@ class TrainerConfig:
     """Self-play training. Defaults suit a small network on a CPU; on a GPU gpu_batch_size replaces
     batch_size (sized_for)."""
 
-    batch_size: int = 256
-    gpu_batch_size: int = setting(1024, low=1)  # the batch on CUDA, where 256 leaves the GPU mostly idle
+    batch_size: int = setting(256, low=1, high=MOST_BATCH)
+    # The batch on CUDA, where 256 leaves the GPU mostly idle.
+    gpu_batch_size: int = setting(1024, low=1, high=MOST_BATCH)
     # Constant (the data keeps changing, so a decaying schedule has no natural end) and low: a fresh AdamW at
     # 1e-3 on the pretrained network lost 6 points of expert top-1 in 300 steps, and the loop's candidates
     # lost their gating matches by 100-400 Elo (benchmarks/RESULTS.md, self-play loop).
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-4, schedule="constant"))
     heads: HeadWeights = field(default_factory=HeadWeights)
     samples_per_position: float = 4.0  # training samples per committed self-play position, at most
-    min_positions: int = 2_000  # no training before this many self-play positions exist
-    window_min: int = 20_000
-    window_max: int = 1_000_000
+    min_positions: int = setting(2_000, low=0, high=MOST_POSITIONS)  # no training before this many self-play positions
+    window_min: int = setting(20_000, low=1, high=MOST_POSITIONS)
+    window_max: int = setting(1_000_000, low=1, high=MOST_POSITIONS)
     window_fraction: float = 0.5  # window = this share of all committed positions, clamped to [min, max]
-    checkpoint_every: int = 200  # steps between candidate checkpoints
+    checkpoint_every: int = setting(200, low=1, high=MOST_STEPS)  # steps between candidate checkpoints
     # Expert positions keep the network from forgetting what pretraining taught it while self-play data is
     # scarce: "auto" builds the OCA dataset into the run (once, ~40 s) when the data file is found; a path
     # names a dataset built by `checkers-zero pretrain dataset`; "" trains on self-play only.
     expert_data: str = "auto"
     expert_share: float = 0.25  # share of each batch from expert positions at step 0 ...
-    expert_decay_steps: int = 20_000  # ... decaying linearly over this many steps ...
+    expert_decay_steps: int = setting(20_000, low=0, high=MOST_STEPS)  # ... decaying linearly over this many steps ...
     # ... to this share, kept from then on: without it a run continued past the decay (links 7 -> 8) trained
     # on self-play alone and its expert top-1 fell (57.3 -> 56.5 %); 3.5 GPU-minutes from link 8 with 0.1
     # against 0: +2.1 points of top-1, -0.04 nats of value loss, equal strength (benchmarks/RESULTS.md).
@@ -73,7 +74,8 @@ class TrainerConfig:
     # "auto": bf16 autocast on a GPU and on a CPU with AMX (1.8x the training samples a second there), float32
     # on other CPUs (where "bfloat16" rehearses a GPU's rounding).
     precision: str = setting("auto", choices=("auto", "float32", "bfloat16"))
-    torch_threads: int = 1  # CPU threads for training: actors and the gatekeeper need the other cores
+    # CPU threads for training: actors and the gatekeeper need the other cores.
+    torch_threads: int = setting(1, low=1, high=MOST_THREADS)
     compile: bool = False  # torch.compile the network (CUDA)
     # Value targets of positions the endgame database holds (the largest built; the 4-piece one is built on
     # first use) are its exact values instead of the game's result. Off: the database's wins and losses are
@@ -84,18 +86,16 @@ class TrainerConfig:
     # Share of a self-play position's value target taken from its search's root value, the rest from the
     # game's result (learning.samples_from_replay); database values still win where they exist.
     search_value_share: float = setting(0.0, low=0, high=1)
-    seed: int = 1
+    seed: int = setting(1, low=0, high=MOST_SEED)
 
     def validate(self) -> None:
         check_settings(self, "trainer")
         self.optim.validate()
         self.heads.validate()
-        if self.batch_size < 1 or self.checkpoint_every < 1 or self.torch_threads < 1:
-            raise ValueError("trainer.batch_size, checkpoint_every and torch_threads must be at least 1")
-        if not self.samples_per_position > 0 or self.min_positions < 0:
-            raise ValueError("trainer.samples_per_position must be positive and min_positions not negative")
-        if not 1 <= self.window_min <= self.window_max or not 0 < self.window_fraction <= 1:
-            raise ValueError("trainer windows: need 1 <= window_min <= window_max and 0 < window_fraction <= 1")
+        if not self.samples_per_position > 0:
+            raise ValueError("trainer.samples_per_position must be positive")
+        if not self.window_min <= self.window_max or not 0 < self.window_fraction <= 1:
+            raise ValueError("trainer windows: need window_min <= window_max and 0 < window_fraction <= 1")
         for name in ("batch_size", "gpu_batch_size"):
             if getattr(self, name) > self.window_max:
                 raise ValueError(f"trainer.{name} = {getattr(self, name)}: must be at most trainer.window_max "

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from train.loop.supervisor import FATAL_EXIT_CODE, LOG_TAIL_LINES, log_tail_text, role_main
+from zero.run.config import check_settings, setting
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +40,15 @@ FORWARDED_ENV_PREFIXES = ("CHECKERS_ZERO_",)
 class ClusterConfig:
     """How the loop runs its roles on a Ray cluster (only with --cluster)."""
 
-    max_restarts: int = 5  # Ray restarts of each role's process before the run stops with its error
+    # Ray restarts of each role's process before the run stops with its error.
+    max_restarts: int = setting(5, low=0, high=1000)
     # A restarted role waits this long before it starts, so that the role's previous process (which
     # notices within a second that its host is gone, and stops) has committed its games and let go of
     # its locks.
-    restart_grace_seconds: float = 5.0
+    restart_grace_seconds: float = setting(5.0, low=0)
 
     def validate(self) -> None:
-        if self.max_restarts < 0 or self.restart_grace_seconds < 0:
-            raise ValueError("cluster.max_restarts and cluster.restart_grace_seconds must not be negative")
+        check_settings(self, "cluster")
 
 
 class ClusterError(RuntimeError):

@@ -35,8 +35,8 @@ from train.loop.cluster import ClusterConfig, ClusterError, RayRoles
 from train.loop.supervisor import FATAL_EXIT_CODE, Supervisor
 from zero.net.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 from zero.run.config import (
-    ConfigError, atomic_write_bytes, load_config, remove_leftover_temp_files, save_config, setting, to_dict,
-    write_run_record,
+    MOST_PROCESSES, ConfigError, atomic_write_bytes, load_config, remove_leftover_temp_files, save_config, setting,
+    to_dict, write_run_record,
 )
 from zero.corpus.openings import BallotError
 from zero.run.rundir import RunDir, RunDirError
@@ -45,9 +45,10 @@ from zero.run.wandb_logging import WandbMissing, import_wandb
 log = logging.getLogger("checkers_zero.loop")
 
 
-# One process each: far above any machine or cluster the loop runs on, and far below what a machine can start
-# (an actor count of 10^23 was saved in a run's config and hung every resume at "resuming ... actor(s)").
-MOST_ACTORS = 1024
+# Far below what a machine can start (an actor count of 10^23 was saved in a run's config and hung every
+# resume at "resuming ... actor(s)"). The one whole-number setting bounded in `validate`, not by its field:
+# its message says what -1 means.
+MOST_ACTORS = MOST_PROCESSES
 
 
 @dataclass

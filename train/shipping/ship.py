@@ -27,8 +27,9 @@ from pathlib import Path
 
 import torch
 
-from selfplay.actors.actor import load_ballot
+from selfplay.actors.actor import MAX_GAMES_IN_FLIGHT, load_ballot
 from selfplay.tree_search.evaluators import CachedEvaluator
+from selfplay.tree_search.search import MOST_SIMULATIONS
 from train.arena.gating import GatingConfig
 from train.arena.match import MATCH_CACHE_POSITIONS, MatchResult, NetworkPlayer, format_elo, match_schedule, play_match
 from train.arena.split_match import play_split_match
@@ -39,7 +40,8 @@ from zero.net.checkpoint import (DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
                              weights_sha256)
 from zero.net.inference import Evaluator
 from zero.rules.game import RulesConfig
-from zero.run.config import atomic_write_bytes, check_settings, code_version, file_sha256, setting
+from zero.run.config import (MOST_GAMES, MOST_PROCESSES, MOST_SEED, atomic_write_bytes, check_settings, code_version,
+                             file_sha256, setting)
 from zero.run.data import REPOSITORY
 from zero.run.rundir import RunDir
 
@@ -51,15 +53,17 @@ FIRST_LINK = 1
 class ShipConfig:
     """The promotion match; its defaults are the rule (see the module doc)."""
 
-    simulations: int = setting(GatingConfig.simulations, low=1)  # root visits a move, networks of one shape
+    # Root visits a move, networks of one shape.
+    simulations: int = setting(GatingConfig.simulations, low=1, high=MOST_SIMULATIONS)
     # Networks of different shapes: seconds a move each, and processes (one core each) sharing the ballot.
     seconds: float = setting(0.1, above=0)
-    processes: int = setting(2, low=1)
-    games: int = setting(0, low=0)  # 0: the whole ballot; fewer games are a quick look that never ships
+    processes: int = setting(2, low=1, high=MOST_PROCESSES)
+    # 0: the whole ballot; fewer games are a quick look that never ships.
+    games: int = setting(0, low=0, high=MOST_GAMES)
     openings: str = GatingConfig.openings  # relative to the data folder, or an absolute path
     # Games in flight at equal search (their leaves share a network batch).
-    parallel_games: int = setting(GatingConfig.parallel_games, low=1)
-    seed: int = setting(0, low=0)
+    parallel_games: int = setting(GatingConfig.parallel_games, low=1, high=MAX_GAMES_IN_FLIGHT)
+    seed: int = setting(0, low=0, high=MOST_SEED)
     # Store the shipped weights as float16 (half the file; tests/test_ship.py shows the same moves).
     half: bool = False
     # A pretraining dataset of the OCA (`checkers-zero pretrain dataset --out runs/expert-oca`): the card gives

@@ -16,21 +16,26 @@ import torch.nn.functional as F
 from torch import nn
 
 from zero.net.encoding import ENCODING_VERSION, NUM_ACTIONS, NUM_PLANES, SQUARE_COL, SQUARE_ROW
+from zero.run.config import setting
 
 
 @dataclass(frozen=True)
 class NetworkConfig:
     """Shape of a PolicyValueNet. Two presets: small() for CPU play, large() for GPU training."""
 
-    blocks: int = 4  # residual blocks in the tower
-    channels: int = 48  # width of the tower
-    policy_channels: int = 16  # 1x1 conv features per square feeding the policy layer
-    value_channels: int = 4  # 1x1 conv features per square feeding the value layers
-    value_hidden: int = 128  # hidden units of the value (and moves-left) head
+    # Sizes far above the large preset's: a tower of 128 blocks of 1,024 channels has some 2 billion weights.
+    blocks: int = setting(4, low=1, high=128)  # residual blocks in the tower
+    channels: int = setting(48, low=1, high=1024)  # width of the tower
+    # 1x1 conv features per square feeding the policy layer.
+    policy_channels: int = setting(16, low=1, high=1024)
+    value_channels: int = setting(4, low=1, high=1024)  # 1x1 conv features per square feeding the value layers
+    value_hidden: int = setting(128, low=1, high=8192)  # hidden units of the value (and moves-left) head
     moves_left_head: bool = True  # predict the plies left in the game (an auxiliary target)
-    input_planes: int = NUM_PLANES
-    num_actions: int = NUM_ACTIONS
-    encoding_version: int = ENCODING_VERSION  # zero.net.encoding's version the network was trained with
+    # What the encoding gives: a new network has the planes and actions of this version.
+    input_planes: int = setting(NUM_PLANES, low=NUM_PLANES, high=NUM_PLANES)
+    num_actions: int = setting(NUM_ACTIONS, low=NUM_ACTIONS, high=NUM_ACTIONS)
+    # zero.net.encoding's version the network was trained with.
+    encoding_version: int = setting(ENCODING_VERSION, low=1, high=ENCODING_VERSION)
 
     @classmethod
     def small(cls) -> "NetworkConfig":

@@ -130,16 +130,22 @@ class Termination(str, Enum):
     DATABASE = "database"  # self-play adjudicated at its first endgame-database position, by the database's value
 
 
+# The most plies any count of a game's plies may be: far past any game the draw rules let go on (the
+# no-progress window also sizes the repetition history every search tree holds).
+MOST_PLIES = 10_000
+
+
 @dataclass(frozen=True)
 class RulesConfig:
     """Draw rules. The limits are settings because published rule sets and engines differ on them."""
 
-    repetitions_for_draw: int = setting(3, low=2)  # the same position, same side to move, this many times
-    no_progress_plies: int = setting(80, low=1)  # 40 moves each with no capture and no man moved
+    # The same position, same side to move, this many times.
+    repetitions_for_draw: int = setting(3, low=2, high=MOST_PLIES)
+    no_progress_plies: int = setting(80, low=1, high=MOST_PLIES)  # 40 moves each with no capture and no man moved
     # The one game-length cap of self-play, gating and matches: a game still going after this many plies is
     # a draw flagged max-length (it bounds a match's time; the other draw rules end nearly every game first).
     # 0 = no cap.
-    max_plies: int = setting(300, low=0)
+    max_plies: int = setting(300, low=0, high=MOST_PLIES)
 
 
 @dataclass(frozen=True)

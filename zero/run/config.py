@@ -41,6 +41,17 @@ T = TypeVar("T")
 INFERENCE_PRECISIONS = ("auto", "float32", "bfloat16", "int8", "int8-raw")
 
 
+# Upper bounds that settings of many kinds share. Every whole-number setting has one (`setting` refuses a field
+# without), so that a count no machine can hold is refused in one line when it is read, not met by a process
+# that tries to hold it (an actor count of 10^23 was saved in a run's config and hung every resume).
+MOST_SEED = 2**63 - 1  # a seed is stored in a run's config, and TOML's integers are 64-bit
+MOST_PROCESSES = 1024  # processes of a kind, one core each: far above any machine or cluster a run uses
+MOST_THREADS = 1024  # threads of one process: likewise
+MOST_STEPS = 10**9  # training steps: past any run's time on any machine
+MOST_GAMES = 10**6  # games or pairs of one match or tuning run, whose schedule and results are held in memory
+MOST_POSITIONS = 10**9  # positions a replay window holds or a run waits for: past any replay store
+
+
 class ConfigError(ValueError):
     """A config file or override that does not fit the settings class (the message says where)."""
 
@@ -78,7 +89,11 @@ class Limits:
 
 
 def setting(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **limits) -> Any:
-    """A settings field with the values it allows (the keyword arguments of Limits)."""
+    """A settings field with the values it allows (the keyword arguments of Limits). A whole number must have
+    an upper bound (`high` or `below`): a field declared without one fails where it is defined."""
+    if isinstance(default, int) and not isinstance(default, bool) and "high" not in limits and "below" not in limits:
+        raise TypeError(f"the whole-number setting of default {default} needs an upper bound (high=...): a count "
+                        f"no machine can hold must be refused when it is read")
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"limits": Limits(**limits)})
 
 
