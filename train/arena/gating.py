@@ -178,9 +178,7 @@ class Gatekeeper:
 
     def calibrate_yardsticks(self, most: int | None = None) -> int:
         """Neighbouring yardsticks play each other once per run, tying them to the random anchor: at most
-        `most` of the matches still to play (all by default). A match that `_match` leaves unfinished because
-        a candidate came (`_yields_to_a_candidate`) keeps its games in its journal for the next call. Returns
-        the number of matches finished."""
+        `most` of the matches still to play (all by default). Returns the number of matches finished."""
         table = self._ratings()
         finished = 0
         for weaker, stronger in zip(YARDSTICKS, YARDSTICKS[1:]):
@@ -190,18 +188,26 @@ class Gatekeeper:
                 continue
             if most is not None and finished >= most:
                 break
-            total = len(match_schedule(self.openings, self.cfg.calibration_games))
-            result = self._match(name, make_player(stronger, self.cfg.seed), make_player(weaker, self.cfg.seed + 1),
-                                 self.cfg.seed, self.cfg.calibration_games, self.cfg.calibration_games,
-                                 should_stop=self._yields_to_a_candidate(most))
-            if len(result.games) < total:
+            result = self._recorded_match(name, make_player(stronger, self.cfg.seed),
+                                          make_player(weaker, self.cfg.seed + 1), stronger, weaker, self.cfg.seed,
+                                          self.cfg.calibration_games, most)
+            if result is None:
                 break
-            self._save_match(result, name)
-            self._record(name, stronger, weaker, result)
-            self._close_journal(name)
             finished += 1
             log.info("calibration %s vs %s: +%d =%d -%d", stronger, weaker, result.wins, result.draws, result.losses)
         return finished
+
+    def _recorded_match(self, name: str, a, b, a_name: str, b_name: str, seed: int, games: int, most: int | None,
+                        *players: PlayerInfo) -> MatchResult | None:
+        """A rating or calibration match played, saved and recorded; None when it was left unfinished because a
+        candidate came (`_yields_to_a_candidate`): its games stay in its journal for the next call."""
+        result = self._match(name, a, b, seed, games, games, should_stop=self._yields_to_a_candidate(most))
+        if len(result.games) < len(match_schedule(self.openings, games)):
+            return None
+        self._save_match(result, name)
+        self._record(name, a_name, b_name, result, *players)
+        self._close_journal(name)
+        return result
 
     def _yields_to_a_candidate(self, most: int | None) -> Callable[[MatchResult], bool]:
         """A rating match played between gates (`most` given) stops at its next game once a candidate waits,
@@ -250,17 +256,11 @@ class Gatekeeper:
             return 0
         player = self._network_player(checkpoint)
         info = PlayerInfo(player.name, "checkpoint", step, str(checkpoint))
-        total = len(match_schedule(self.openings, self.cfg.rating_games))
         finished = 0
         for name, spec in to_play:
-            result = self._match(name, player, make_player(spec, self.cfg.seed), self.cfg.seed + step,
-                                 self.cfg.rating_games, self.cfg.rating_games,
-                                 should_stop=self._yields_to_a_candidate(most))
-            if len(result.games) < total:
+            if self._recorded_match(name, player, make_player(spec, self.cfg.seed), player.name, spec,
+                                    self.cfg.seed + step, self.cfg.rating_games, most, info) is None:
                 break
-            self._save_match(result, name)
-            self._record(name, player.name, spec, result, info)
-            self._close_journal(name)
             finished += 1
         return finished
 

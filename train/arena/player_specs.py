@@ -72,7 +72,7 @@ TIME_MANAGER_SETTINGS = frozenset(f.name for f in dataclasses.fields(TimeManager
 T = TypeVar("T", SearchConfig, TimeManager)
 _AB_SHORTHAND = re.compile(r"ab(\d+)")
 OPTIONS = ("dbleaves", "db", "f32", "int8raw", "book")  # longest first: "db" also ends "dbleaves"
-_DATABASE_SIZE = re.compile(r"(.*?):?(dbleaves|db)(\d+)")
+_DATABASE_SIZE = re.compile(r"(dbleaves|db)(\d+)")
 PRECISION_OPTIONS = {"f32": "float32", "int8raw": "int8-raw"}  # a spec's option -> Evaluator precision
 
 
@@ -228,11 +228,11 @@ def _trailing_options(args: str) -> tuple[str, set[str], int]:
     while True:
         sized = _DATABASE_SIZE.fullmatch(args.rpartition(":")[2])
         if sized:
-            most_pieces = int(sized.group(3))
+            most_pieces = int(sized.group(2))
             if not 2 <= most_pieces <= MOST_PIECES:
-                raise PlayerSpecError(f":{sized.group(2)}{sized.group(3)}: a database has 2 to {MOST_PIECES} pieces")
-            args = args[: -len(sized.group(2) + sized.group(3))].rstrip(":")
-            options.add(sized.group(2))
+                raise PlayerSpecError(f":{sized.group(0)}: a database has 2 to {MOST_PIECES} pieces")
+            args = args[: -len(sized.group(0))].rstrip(":")
+            options.add(sized.group(1))
             continue
         for option in OPTIONS:
             if args == option or args.endswith(":" + option):
