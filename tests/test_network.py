@@ -9,7 +9,7 @@ import torch
 from zero.net.encoding import NUM_ACTIONS, NUM_PLANES, encode, legal_actions
 from zero.net.inference import Evaluator, PolicyPlayer
 from zero.net.network import NetworkConfig, PolicyValueNet
-from zero.rules.bitboard import square_rc
+from zero.rules.bitboard import rc_square, square_rc
 from zero.rules.game import Game, Position
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=16)
@@ -55,7 +55,7 @@ def test_presets_differ_in_size():
 
 def test_heads_read_exactly_the_playable_squares_in_bit_order():
     net = PolicyValueNet(TINY)
-    rows, cols = divmod(net.squares.numpy(), 8)
+    rows, cols = divmod(net.playable[0].squares.numpy(), 8)
     assert [(int(r), int(c)) for r, c in zip(rows, cols)] == [square_rc(b + 1) for b in range(32)]
 
 
@@ -124,3 +124,77 @@ def test_bfloat16_runs_torch_under_autocast_on_the_cpu_close_to_float32():
     assert (logits.argmax(axis=1) == want_logits.argmax(axis=1)).all()
     with pytest.raises(ValueError, match="onnxruntime"):
         Evaluator(net, "cpu", backend="onnxruntime", precision="bfloat16")
+
+
+SQUARES = NetworkConfig(blocks=2, channels=8, policy_channels=4, value_channels=2, value_hidden=16, tower="squares",
+                        squeeze_excitation=4)
+
+
+def test_the_square_towers_gather_equals_its_plain_python_twin():
+    from zero.net.diagonals import gather_reference
+    from zero.net.network import SquareConv
+
+    torch.manual_seed(3)
+    features = torch.randn(32, 3)
+    gathered = SquareConv(3, 1).gather(features[None])[0]
+    assert gathered.tolist() == gather_reference(features.tolist())
+
+
+def test_a_square_convolution_mixes_each_square_with_its_diagonal_neighbours_only():
+    # A change on one square reaches, through one square convolution, that square and the squares one
+    # diagonal step away, and no other: the 3x3 convolution's reach on the playable squares.
+    from zero.net.network import SquareConv
+
+    torch.manual_seed(4)
+    conv = SquareConv(2, 3)
+    x = torch.randn(1, 32, 2)
+    for square in (1, 5, 14, 32):  # a corner, an edge, the middle, the last square
+        changed = x.clone()
+        changed[0, square - 1] += 1.0
+        moved = (conv(changed) - conv(x)).abs().sum(dim=(0, 2)) > 1e-6
+        r, c = square_rc(square)
+        near = {square} | {rc_square(r + dr, c + dc) for dr in (-1, 1) for dc in (-1, 1)} - {0}
+        assert {b + 1 for b in range(32) if moved[b]} == near
+
+
+def test_the_square_tower_answers_in_the_board_towers_shapes_and_keeps_its_config():
+    torch.manual_seed(5)
+    net = PolicyValueNet(SQUARES).eval()
+    out = net(torch.randn(4, NUM_PLANES, 8, 8))
+    assert out.policy_logits.shape == (4, NUM_ACTIONS) and out.wdl_logits.shape == (4, 3)
+    assert out.moves_left.shape == (4,)
+    assert NetworkConfig.from_dict(SQUARES.to_dict()) == SQUARES
+    board = PolicyValueNet(TINY)
+    # A board checkpoint written before the square tower existed has no such keys: it loads as the board tower.
+    old = {k: v for k, v in TINY.to_dict().items() if k not in ("tower", "squeeze_excitation")}
+    assert NetworkConfig.from_dict(old) == TINY
+    assert "stem.0.weight" in board.state_dict() and "tower.0.conv1.weight" in board.state_dict()
+    with pytest.raises(Exception, match="tower"):
+        from zero.run.config import check_settings
+        check_settings(NetworkConfig(tower="hexes"))
+
+
+def test_the_square_towers_onnx_and_int8_models_answer_as_its_torch_forward_pass(tmp_path):
+    """On the fixed probe positions: the float32 ONNX graph as torch to rounding, the int8 model within the
+    tolerance a cached int8 model is held to (zero.net.quantized.check_answers)."""
+    pytest.importorskip("onnxruntime")
+    from zero.net import quantized
+    from zero.net.checkpoint import load_checkpoint, probe_answers, probe_planes, save_checkpoint
+    from zero.net.onnx_model import export_onnx, onnx_session
+
+    torch.manual_seed(6)
+    net = PolicyValueNet(SQUARES)
+    for module in net.modules():  # batch norms with statistics of their own, as a trained network has
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+    net.eval()
+    path = tmp_path / "squares.pt"
+    save_checkpoint(path, net=net, net_config=SQUARES, step=1)
+    checkpoint = load_checkpoint(path)
+    answers = onnx_session(export_onnx(checkpoint.build_network()), threads=1).run(None, {"planes": probe_planes()})
+    for got, want in zip(answers, probe_answers(checkpoint.build_network())):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    graph = quantized.quantize(checkpoint.build_network())
+    assert graph.count(b"QuantizeLinear") > 3
+    quantized.check_answers(graph, checkpoint)  # raises when the int8 answers lie beyond the tolerance

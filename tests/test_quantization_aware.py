@@ -86,3 +86,15 @@ def test_the_float_network_and_its_weights_are_untouched_by_the_rounded_pass():
     assert torch.equal(before.policy_logits, after.policy_logits) and torch.equal(before.wdl_logits, after.wdl_logits)
     assert not torch.equal(rounded.policy_logits, before.policy_logits)
     assert set(net.state_dict()) == keys  # the checkpoint format does not change
+
+
+def test_the_rounded_pass_rounds_every_product_the_int8_model_rounds_in_either_tower():
+    # The int8 model keeps the stem in float32 and rounds the tower's products and the heads' 1x1 ones: for
+    # the square tower those are the gathers' matrix products, not convolutions.
+    for tower in ("board", "squares"):
+        net = PolicyValueNet(NetworkConfig(**{**SMALL.to_dict(), "tower": tower}))
+        rounded = set(RoundedPass(net).weights)
+        product = "mix.weight" if tower == "squares" else "weight"
+        assert {f"tower.{b}.conv{c}.{product}" for b in range(SMALL.blocks) for c in (1, 2)} < rounded
+        assert {"policy_conv.0.weight", "value_conv.0.weight"} < rounded
+        assert not any(name.startswith("stem.") or "_fc." in name for name in rounded)

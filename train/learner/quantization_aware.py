@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from zero.net.network import NetOutput, PolicyValueNet
+from zero.net.network import NetOutput, PolicyValueNet, SquareConv
 
 WEIGHT_LEVELS = 127  # int8 symmetric: -127 .. 127, as ONNX Runtime's per-channel weights
 ACTIVATION_LEVELS = 255  # uint8
@@ -75,9 +75,13 @@ class RoundedPass:
         for name, (module, relu) in points.items():
             self.ranges[name] = ActivationRange()
             module.register_forward_hook(self._hook(name, relu))
-        # The stem's convolution reads the exact 0/1 planes and stays float32 in the int8 model.
-        self.weights = [name for name, p in net.named_parameters()
-                        if p.ndim == 4 and not name.startswith("stem.")]
+        # The products the int8 model rounds: the tower's convolutions (the square tower's gather products)
+        # and the heads' 1x1 ones. The stem's reads the exact 0/1 planes and stays float32 in the int8 model.
+        products = [module for module in net.modules() if isinstance(module, torch.nn.Conv2d)]
+        products += [module.mix for module in net.modules() if isinstance(module, SquareConv)]
+        products += [net.policy_conv[0], net.value_conv[0]]
+        ids = {id(module.weight) for module in products} - {id(p) for p in net.stem.parameters()}
+        self.weights = [name for name, p in net.named_parameters() if id(p) in ids]
 
     def _hook(self, name: str, relu: bool):
         def hook(module, inputs, output):

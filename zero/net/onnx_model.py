@@ -7,13 +7,15 @@ for, so a session's answers need no further work.
 
 from __future__ import annotations
 
+import copy
 import io
+import itertools
 import warnings
 
 import torch
 
 from zero.net.encoding import NUM_PLANES
-from zero.net.network import PolicyValueNet
+from zero.net.network import PolicyValueNet, SquareConv, SquareNorm
 
 
 class _Heads(torch.nn.Module):
@@ -29,11 +31,34 @@ class _Heads(torch.nn.Module):
         return (out.policy_logits, wdl) if out.moves_left is None else (out.policy_logits, wdl, out.moves_left)
 
 
+def folded_square_norms(net: PolicyValueNet) -> PolicyValueNet:
+    """A copy of the network in inference mode with each square tower batch norm folded into the product
+    before it (a scale of its weights and a bias), as the exporter folds a board tower's into its
+    convolution: otherwise the int8 model dequantizes and quantizes again around each one."""
+    net = copy.deepcopy(net).eval()
+    for module in list(net.modules()):
+        for (product_name, product), (name, norm) in itertools.pairwise(list(module.named_children())):
+            if not isinstance(norm, SquareNorm):
+                continue
+            linear = product.mix if isinstance(product, SquareConv) else product
+            scale = norm.weight / torch.sqrt(norm.running_var + norm.eps)
+            fused = torch.nn.Linear(linear.in_features, linear.out_features)
+            with torch.no_grad():
+                fused.weight.copy_(linear.weight * scale[:, None])
+                fused.bias.copy_(norm.bias - norm.running_mean * scale)
+            if isinstance(product, SquareConv):
+                product.mix = fused
+            else:
+                setattr(module, product_name, fused)
+            setattr(module, name, torch.nn.Identity())
+    return net
+
+
 def export_onnx(net: PolicyValueNet) -> bytes:
     """The network (in inference mode, any batch size) as an ONNX graph; ImportError without the onnx
     package. The TorchScript exporter takes a fraction of a second here where the dynamo one takes seconds,
-    and it folds each batch norm into its convolution."""
-    heads = _Heads(net.cpu()).eval()  # export puts the module back in the mode it found it in
+    and it folds each batch norm into its convolution (folded_square_norms does the square tower's)."""
+    heads = _Heads(folded_square_norms(net.cpu()))
     buffer = io.BytesIO()
     with warnings.catch_warnings():  # the TorchScript exporter's deprecation notice, and tracer warnings
         warnings.simplefilter("ignore")

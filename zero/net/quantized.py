@@ -83,10 +83,14 @@ def cache_key(checkpoint: Checkpoint) -> dict:
 
 
 def float_nodes(model) -> list[str]:
-    """The nodes of an exported graph left in float32 (see the module doc): the convolution reading the
-    planes, the fully connected layers and the softmax."""
-    return [node.name for node in model.graph.node
-            if node.op_type in ("Gemm", "Softmax") or (node.op_type == "Conv" and "planes" in node.input)]
+    """The nodes of an exported graph left in float32 (see the module doc): the stem, up to and with the first
+    convolution (the one reading the planes; the square tower gathers the playable squares before its first
+    product, a MatMul), the fully connected layers and the softmax. An ONNX graph lists its nodes in an order
+    that runs."""
+    nodes = list(model.graph.node)
+    stem_end = next(i for i, node in enumerate(nodes) if node.op_type == "Conv" or "/mix/" in node.name)
+    return [node.name for i, node in enumerate(nodes) if i <= stem_end or node.op_type == "Softmax"
+            or (node.op_type == "Gemm" and "/mix/" not in node.name)]
 
 
 def calibration_planes(session, count: int = CALIBRATION_POSITIONS, seed: int = CALIBRATION_SEED,
