@@ -87,7 +87,7 @@ class NetOutput(NamedTuple):
 class SquareConv(nn.Module):
     """The square tower's counterpart of a 3x3 convolution: [N, 32, C] -> [N, 32, out], each square's output a
     linear map of its own features and its four diagonal neighbours' (zero off the board): a gather of whole
-    rows and a matrix product, so that the ONNX graph and its int8 model are plain Pad, Gather and MatMul."""
+    rows and a matrix product, so that the ONNX graph and its int8 model are plain Pad, Gather and Gemm nodes."""
 
     def __init__(self, in_channels: int, out_channels: int) -> None:
         super().__init__()

@@ -85,8 +85,9 @@ def cache_key(checkpoint: Checkpoint) -> dict:
 def float_nodes(model) -> list[str]:
     """The nodes of an exported graph left in float32 (see the module doc): the stem, up to and with the first
     convolution (the one reading the planes; the square tower gathers the playable squares before its first
-    product, a MatMul), the fully connected layers and the softmax. An ONNX graph lists its nodes in an order
-    that runs."""
+    product), the fully connected layers and the softmax. The square tower's products are Gemm nodes too, named
+    by their module (`.../mix/Gemm`, zero.net.network.SquareConv): those are quantized. An ONNX graph lists its
+    nodes in an order that runs."""
     nodes = list(model.graph.node)
     stem_end = next(i for i, node in enumerate(nodes) if node.op_type == "Conv" or "/mix/" in node.name)
     return [node.name for i, node in enumerate(nodes) if i <= stem_end or node.op_type == "Softmax"
