@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import zarr
 
 from selfplay.replay.replay_buffer import ChunkedColumns
 from selfplay.tree_search.evaluators import HashEvaluator
@@ -120,8 +121,6 @@ def test_an_interrupted_run_resumes_in_order_without_duplicates(data, teacher, m
     monkeypatch.undo()
     labels = read_labels(first.path)
     assert len(labels) == 5
-    import zarr
-
     assert zarr.open_array(first.path / "row", mode="r").shape[0] > 5  # scratch rows past the commit
 
     resumed = _label(data, teacher, positions=6)

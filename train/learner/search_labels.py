@@ -17,7 +17,8 @@ holds takes its exact value.
 An entry: its dataset row; the visit shares over the legal moves (the TOP_ACTIONS most visited perspective
 actions, renormalised: distill's format); the root value q = W - L for the side to move; the root's
 win/draw/loss, the search's own (W - L = q, D its mean draw probability; certain where proven or held by the
-database); the plies left where the search knows them (SearchConfig.root_plies_left), else NaN.
+database); the plies left where the search knows them (BatchedSearch.root_plies_left, or the database's
+distance), else NaN.
 
 Layout, beside the dataset's arrays::
 
@@ -340,6 +341,8 @@ def label(data: PretrainDataset, teacher: str | Path, config: LabelConfig, progr
             interrupt_between_steps((signal.SIGINT, signal.SIGTERM)) as stopped:
         first, t0 = writer.committed, time.perf_counter()
         end = min(len(order), first + config.positions) if config.positions else len(order)
+        if progress:
+            print(f"search labels in {path}: {first:,} of the {len(order):,} positions labelled so far")
         search = BatchedSearch(max(1, min(config.games_in_flight, end - first)), config.search, rules,
                                simulations=config.simulations, egdb=egdb)
         slots: list[tuple[int, Game] | None] = [None] * search.games
