@@ -20,35 +20,19 @@ from zero.net.encoding import move_action
 from zero.net.network import NetworkConfig, PolicyValueNet
 from zero.rules.game import Game
 
+from training_data import scripted_game
+
 TINY = NetworkConfig(blocks=1, channels=16, policy_channels=8, value_channels=2, value_hidden=16)
-
-
-def _scripted_game(seed: int, plies: int = 50) -> tuple[list, str]:
-    """Four random opening plies, then always the legal move with the smallest action index: a policy a
-    small network can learn. The result is decided by material when the moves stop."""
-    rng = np.random.default_rng(seed)
-    game = Game()
-    while game.ply < plies and game.outcome is None:
-        legal = game.legal_moves()
-        if game.ply < 4:
-            move = legal[int(rng.integers(len(legal)))]
-        else:
-            move = min(legal, key=lambda m: move_action(m, game.position.black_to_move))
-        game.play(move)
-    pos = game.position
-    black, white = bin(pos.black).count("1"), bin(pos.white).count("1")
-    result = "1-0" if black > white else "0-1" if white > black else "1/2-1/2"
-    return list(game.moves), result
 
 
 @pytest.fixture(scope="module")
 def pdn_file(tmp_path_factory):
     texts = []
     for seed in range(40):
-        moves, result = _scripted_game(seed)
+        moves, result = scripted_game(seed)
         texts.append(write_game(moves, result, {"Event": f"g{seed}"}))
     # Duplicates of game 0 (different tags and result text do not matter: the moves decide the split).
-    moves0, _ = _scripted_game(0)
+    moves0, _ = scripted_game(0)
     texts += [write_game(moves0, "1/2-1/2", {"Event": "dup-a"}), write_game(moves0, "0-1", {"Event": "dup-b"})]
     # A game with a forced capture: 11-15 23-19 8-11? no: 9-14 22-18 leaves 14x23 / 18x9 style forced replies.
     forced = Game()

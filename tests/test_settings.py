@@ -160,7 +160,7 @@ def test_a_resumed_run_refuses_a_setting_it_cannot_honour(tmp_path, capsys):
 
 
 # Issue 68, item 5: every count has an upper bound a machine can hold. The roots of every settings class:
-# those read from TOML and --set (loop, pretrain, its dataset, ship, tune) and those set in code (the web
+# those read from TOML and --set (loop, pretrain, its dataset and search labels, ship, tune) and those set in code (the web
 # server's limits, the analysis engine's settings, which its command's options fill).
 def _settings_roots() -> list[type]:
     from play.queries import EngineSettings
@@ -168,9 +168,10 @@ def _settings_roots() -> list[type]:
     from train.arena.tuning import TuneConfig
     from train.learner.pretrain import PretrainConfig
     from train.learner.pretrain_dataset import DatasetConfig
+    from train.learner.search_labels import LabelConfig
     from train.shipping.ship import ShipConfig
 
-    return [LoopConfig, PretrainConfig, DatasetConfig, ShipConfig, TuneConfig, Limits, EngineSettings]
+    return [LoopConfig, PretrainConfig, DatasetConfig, LabelConfig, ShipConfig, TuneConfig, Limits, EngineSettings]
 
 
 def _whole_number_settings(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field]]:

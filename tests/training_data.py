@@ -1,6 +1,10 @@
-"""What the training tests share: a tiny network shape and two short expert games as PDN."""
+"""What the training tests share: a tiny network shape, two short expert games as PDN, and scripted games."""
 
+import numpy as np
+
+from zero.net.encoding import move_action
 from zero.net.network import NetworkConfig
+from zero.rules.game import Game
 
 TINY = NetworkConfig(blocks=1, channels=16, policy_channels=4, value_channels=2, value_hidden=16)
 
@@ -20,3 +24,21 @@ def negative_variances(net) -> None:
     for name, buffer in net.named_buffers():
         if name.endswith("running_var"):
             buffer.fill_(-1.0)
+
+
+def scripted_game(seed: int, plies: int = 50) -> tuple[list, str]:
+    """Four random opening plies, then always the legal move with the smallest action index: a policy a
+    small network can learn. The result is decided by material when the moves stop."""
+    rng = np.random.default_rng(seed)
+    game = Game()
+    while game.ply < plies and game.outcome is None:
+        legal = game.legal_moves()
+        if game.ply < 4:
+            move = legal[int(rng.integers(len(legal)))]
+        else:
+            move = min(legal, key=lambda m: move_action(m, game.position.black_to_move))
+        game.play(move)
+    pos = game.position
+    black, white = bin(pos.black).count("1"), bin(pos.white).count("1")
+    result = "1-0" if black > white else "0-1" if white > black else "1/2-1/2"
+    return list(game.moves), result

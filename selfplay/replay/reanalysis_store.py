@@ -41,14 +41,13 @@ from selfplay.replay.replay_buffer import (
     TARGET_SCHEMA,
     ReplayError,
     StoreWriter,
-    _ChunkedColumns,
+    ChunkedColumns,
     _damage,
-    _gather,
     _open_arrays,
     _read_commits,
     _read_rows,
     _refuse_damage,
-    _require_atomic_local_writes,
+    require_atomic_local_writes,
     _run,
     _target_count,
     _worker_groups,
@@ -75,7 +74,7 @@ class ReanalysisWriter(StoreWriter):
 
     def __init__(self, run_dir: str | os.PathLike, worker: int, *, commit_targets: int = 1024,
                  chunk_rows: int = DEFAULT_CHUNK_ROWS):
-        _require_atomic_local_writes()
+        require_atomic_local_writes()
         if not 0 <= int(worker) <= MAX_ACTOR_ID:
             raise ReplayError(f"a reanalyser's id must be in 0..{MAX_ACTOR_ID}, got {worker}")
         self.worker = int(worker)
@@ -105,7 +104,7 @@ class ReanalysisWriter(StoreWriter):
             for leftover in Path(self.group_dir).rglob("*.partial"):
                 leftover.unlink(missing_ok=True)
         _refuse_damage(table_problems(self.group_dir, TARGET_SCHEMA, _columns_in(self._group), self.committed, 0)[0])
-        self._columns = _ChunkedColumns(self._group, TARGET_SCHEMA, chunk_rows, self.committed)
+        self._columns = ChunkedColumns(self._group, TARGET_SCHEMA, chunk_rows, self.committed)
 
     def append(self, actor_id: int, row: int, actions: np.ndarray, shares: np.ndarray, root_value: float,
                model_version: int) -> None:
@@ -125,8 +124,7 @@ class ReanalysisWriter(StoreWriter):
         new = {name: np.array([entry[name] for entry in self._pending], dtype)
                for name, (dtype, _) in TARGET_SCHEMA.items()}
         end = self.committed + len(self._pending)
-        _run(_gather(self._columns.grow(end)))
-        _run(_gather(self._columns.write(self.committed, new)))
+        self._columns.put(self.committed, new)
         try:
             self._lock.check()
         except LeaseError as exc:

@@ -359,7 +359,7 @@ def split_game_id(game_id: int) -> tuple[int, int]:
     return int(game_id) >> ACTOR_BITS, int(game_id) & ((1 << ACTOR_BITS) - 1)
 
 
-def _require_atomic_local_writes() -> None:
+def require_atomic_local_writes() -> None:
     # LocalStore replaced files in place before zarr 3.1.3 (zarr-python PR #3412); a process killed while
     # rewriting a chunk could then leave committed rows half written. The protocol above needs whole-object
     # replacement, so refuse the older versions rather than corrupt a run.
@@ -455,8 +455,9 @@ def _empty_column(dtype: np.dtype, row_shape: tuple[int, ...], n: int) -> np.nda
     return np.full((n, *row_shape), _fill_value(dtype, row_shape), dtype=dtype)
 
 
-class _ChunkedColumns:
-    """Arrays of one actor that grow together, always written as whole chunks.
+class ChunkedColumns:
+    """Arrays of one table that grow together (an actor's positions or games, a reanalyser's entries, a
+    dataset's search labels: train.learner.search_labels), always written as whole chunks.
 
     `tail` holds, per column, the committed rows of the last partly filled chunk (rows `tail_start` ..
     committed - 1). Writing new rows writes tail + new rows padded to whole chunks: no chunk is read back,
@@ -497,6 +498,12 @@ class _ChunkedColumns:
                 data = np.concatenate([data, _empty_column(dtype, row_shape, padded_len - len(data))])
             writes.append(array.async_array.setitem(slice(self.tail_start, self.tail_start + padded_len), data))
         return writes
+
+    def put(self, committed: int, new: dict[str, np.ndarray]) -> None:
+        """Grow the arrays and write `new` rows at index `committed`, waiting for both (nothing is committed
+        by this): what a writer of one table does before its commit."""
+        _run(_gather(self.grow(committed + len(next(iter(new.values()))))))
+        _run(_gather(self.write(committed, new)))
 
     def advance(self, committed: int, new: dict[str, np.ndarray]) -> None:
         """After the commit of `new` at `committed`: keep the committed part of the last chunk in memory."""
@@ -651,7 +658,7 @@ class ReplayWriter(StoreWriter):
     def __init__(self, run_dir: str | os.PathLike, actor_id: int, *, commit_positions: int = 1024,
                  commit_seconds: float = 10.0, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                  chunk_games: int = DEFAULT_CHUNK_GAMES):
-        _require_atomic_local_writes()
+        require_atomic_local_writes()
         if not 0 <= int(actor_id) <= MAX_ACTOR_ID:
             raise ReplayError(f"actor_id must be in 0..{MAX_ACTOR_ID}, got {actor_id}")
         if commit_positions < 1 or commit_seconds < 0:
@@ -691,8 +698,8 @@ class ReplayWriter(StoreWriter):
         _refuse_damage(_intact_problems(self.group_dir, self.actor_id, (written[0], self.committed_games, 0),
                                         (written[1], self.committed_positions, 0), self.next_seed_index)[0])
         positions, games = self._group.require_group("positions"), self._group.require_group("games")
-        self._rows = _ChunkedColumns(positions, POSITION_SCHEMA, chunk_rows, self.committed_positions)
-        self._games = _ChunkedColumns(games, GAME_SCHEMA, chunk_games, self.committed_games)
+        self._rows = ChunkedColumns(positions, POSITION_SCHEMA, chunk_rows, self.committed_positions)
+        self._games = ChunkedColumns(games, GAME_SCHEMA, chunk_games, self.committed_games)
 
     def _still_the_writer(self) -> None:
         """Refuse to write on once another writer may have taken this actor over (a lease that was lost,

@@ -531,6 +531,17 @@ class BatchedSearch:
             return proven_wdl(root[mcts.PROVEN_VALUE])
         return wdl_of(-root[mcts.VALUE_SUM], root[mcts.DRAW_SUM], root[mcts.VISITS])
 
+    def root_plies_left(self, g: int, evaluator: PositionEvaluator) -> float | None:
+        """Plies to the end of the game from the root, where the search (run with `evaluator`) knows them: a
+        proven win or loss's exact plies, else the mean plies backed up when the search weighed them; None
+        otherwise (without the network's plies the sum counts only the tree's depth), and for a proven
+        draw, whose plies count to the draw the search saw rather than to the game's end."""
+        root = self.forest.stats[g, 0]
+        if root[mcts.PROVEN_PLIES] >= 0:
+            return float(root[mcts.PROVEN_PLIES]) if root[mcts.PROVEN_VALUE] != 0 else None
+        n = root[mcts.VISITS]
+        return float(root[mcts.PLIES_SUM] / n) if n and self._weighs_plies_left(evaluator) else None
+
     def root_visits(self, g: int) -> int:
         return int(self.forest.stats[g, 0, mcts.VISITS])
 

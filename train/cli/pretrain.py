@@ -1,4 +1,5 @@
-"""`checkers-zero pretrain dataset|train`: build an expert-game dataset from PDN, train the network on it."""
+"""`checkers-zero pretrain dataset|label|train`: build an expert-game dataset from PDN, label its positions with
+deeper searches of a player, train the network on it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ds.add_argument("--out", required=True, help="dataset directory to write (replaced if it exists)")
     ds.add_argument("--quiet", action="store_true", help="no progress bars")
     add_config_arguments(ds)
+
+    lb = sub.add_parser("label", help="label a dataset's positions with deeper searches of a player (resumable)",
+                        description="Search the dataset's train positions with a player's network and add "
+                                    "their visit shares and values to a store beside the dataset, in one fixed "
+                                    "order, so that every run (and every session) continues where the last "
+                                    "stopped; `pretrain train --teacher ... --set search_labels=auto` trains on "
+                                    "them. Ctrl-C keeps what is finished.")
+    lb.add_argument("--data", required=True, help="dataset directory written by `pretrain dataset`")
+    lb.add_argument("--teacher", required=True, metavar="CHECKPOINT",
+                    help="the network whose searches label the positions, e.g. checkpoints/shipped.pt")
+    lb.add_argument("--simulations", help="root visits a position (default 800; the same as --set simulations=N)")
+    lb.add_argument("--minutes", help="stop after this many minutes (--set minutes=M)")
+    lb.add_argument("--positions", help="stop after this many more labels (--set positions=N)")
+    lb.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_config_arguments(lb)
 
     tr = sub.add_parser("train", help="train the policy-value network on a dataset",
                         description="Train on the train split, validate periodically, resume from the run "
@@ -56,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"dataset written to {args.out}")
         return 0
 
+    if args.pretrain_command == "label":
+        return _label(args)
+
     from pathlib import Path
 
     from train.learner.pretrain import PretrainConfig, PretrainError, train
@@ -79,4 +98,24 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, DatasetError, PretrainError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _label(args: argparse.Namespace) -> int:
+    from train.learner.pretrain_dataset import DatasetError, PretrainDataset
+    from train.learner.search_labels import LabelConfig, LabelError, label
+    from zero.net.checkpoint import CheckpointError
+    from zero.run.config import load_config
+
+    flags = [f"{name}={value}" for name in ("simulations", "minutes", "positions")
+             if (value := getattr(args, name)) is not None]
+    try:
+        cfg = load_config(LabelConfig, args.config, flags + args.overrides)
+        summary = label(PretrainDataset.open(args.data), args.teacher, cfg, progress=not args.quiet)
+    except (ConfigError, DatasetError, LabelError, CheckpointError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    rate = summary.added / max(summary.seconds, 1e-9)
+    print(f"{summary.added:,} labels added in {summary.seconds:.0f} s ({rate:.2f} positions/s); {summary.path} "
+          f"holds {summary.total:,} of the {summary.order:,} positions to label")
     return 0

@@ -39,10 +39,12 @@ POSITION_COLUMNS = ("black", "white", "kings", "black_to_move", "no_progress", "
 
 
 class DistilledData:
-    """Teacher-labelled positions, read the way pretraining reads its dataset (`train_rows`, `samples`)."""
+    """Teacher-labelled positions, read the way pretraining reads its dataset (`train_rows`, `samples`);
+    `dataset_rows` names the dataset's row of each (-1 for a position of the teacher's own games)."""
 
-    def __init__(self, labelled: Samples) -> None:
+    def __init__(self, labelled: Samples, dataset_rows: np.ndarray) -> None:
         self.labelled = labelled
+        self.dataset_rows = dataset_rows
 
     @property
     def train_rows(self) -> np.ndarray:
@@ -142,12 +144,14 @@ def distilled(teacher_path: str | Path, data: PretrainDataset, game_positions: i
     teacher = Evaluator.from_checkpoint(teacher_path, device="cpu", precision="float32")
     egdb = largest_available()
     cache = _cache_file(teacher, data, game_positions, seed, egdb.max_pieces)
+    train_rows = data.rows("train")
+    dataset_rows = np.concatenate([train_rows, np.full(game_positions, -1, np.int64)])  # the parts' order below
     labelled = _read_labels(cache)
     if labelled is not None:
         if progress:
             print(f"teacher labels from {cache}")
-        return DistilledData(labelled)
-    parts = {"expert": dataset_positions(data, data.rows("train"))}
+        return DistilledData(labelled, dataset_rows)
+    parts = {"expert": dataset_positions(data, train_rows)}
     if game_positions:
         if progress:
             print(f"playing the teacher's own games for {game_positions:,} positions ...")
@@ -160,4 +164,4 @@ def distilled(teacher_path: str | Path, data: PretrainDataset, game_positions: i
     if progress:
         print(f"{exact:,} of them take the endgame database's exact value")
     _write_labels(cache, labelled)
-    return DistilledData(labelled)
+    return DistilledData(labelled, dataset_rows)

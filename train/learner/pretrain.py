@@ -13,6 +13,8 @@ Distillation (`teacher` set, train.learner.distill): the targets are a teacher n
 probabilities and plies left, on the train split's positions and `teacher_positions` positions of the
 teacher's own games, instead of the expert's move and the game's result. Validation and the test metrics
 still judge the student against the experts' moves and the games' results, as for any pretrained network.
+With `search_labels`, the train split's positions that deeper searches of a player have labelled
+(train.learner.search_labels) take those searches' visit shares and values instead of the teacher's.
 """
 
 from __future__ import annotations
@@ -85,6 +87,11 @@ class PretrainConfig:
     # how many positions of its own games join the train split's.
     teacher: str = ""
     teacher_positions: int = setting(0, low=0, high=MOST_POSITIONS)
+    # Search labels (train.learner.search_labels), laid over the teacher's labels where they are: a store's
+    # folder, or "auto" for the store of the teacher's weights beside the dataset that holds the most; and
+    # the weight of a searched position in each head's loss (a teacher's label weighs 1).
+    search_labels: str = ""
+    search_label_weight: float = setting(1.0, above=0)
     # Fine-tuning: the checkpoint whose weights the run starts from ("" = random weights); its network must be
     # this run's. With `quantization_aware` the loss also sees the int8 model's rounding
     # (train.learner.quantization_aware), so that the int8 model derived from the result keeps its judgement.
@@ -303,23 +310,40 @@ EXPECTED_TIME_AFTER = 20
 
 
 @contextlib.contextmanager
-def _interrupt_between_steps():
-    """Ctrl-C sets the event instead of raising inside a step, so the run is saved whole at a step boundary
-    (a step cut in the middle may have updated some weights and not others)."""
+def interrupt_between_steps(signals: tuple[int, ...] = (signal.SIGINT,)):
+    """Ctrl-C (and the other `signals`) sets the event instead of raising inside a step, so the work is
+    saved whole at a step boundary (a step cut in the middle may have updated some weights and not others)."""
     interrupted = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield interrupted
         return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
+    previous = {sig: signal.signal(sig, lambda signum, frame: interrupted.set()) for sig in signals}
     try:
         yield interrupted
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _duration(seconds: float) -> str:
     minutes = round(seconds / 60)
     return f"about {minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"about {max(minutes, 1)} min"
+
+
+def _lay_search_labels_over(cfg: PretrainConfig, data: PretrainDataset, source) -> dict:
+    """Lay the search labels `cfg` names over the teacher's (source: train.learner.distill.DistilledData);
+    returns what the checkpoint's provenance says of them."""
+    from train.learner.search_labels import LabelError, find_labels
+
+    try:
+        labels = find_labels(data, cfg.teacher, cfg.search_labels)
+    except LabelError as exc:
+        raise PretrainError(f"search labels: {exc}") from None
+    source.labelled, searched = labels.lay_over(source.labelled, source.dataset_rows, cfg.search_label_weight)
+    print(f"{searched:,} of {len(source.labelled):,} train positions take the search labels of {labels.path} "
+          f"({labels.made_by['simulations']} simulations a position)")
+    return {"search_labels": str(labels.path), "search_labelled": searched,
+            "search_simulations": labels.made_by["simulations"]}
 
 
 def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: str | Path,
@@ -329,6 +353,8 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
     data_dir, out, run_dir = Path(data_dir), Path(out), Path(run_dir)
     if cfg.teacher_positions and not cfg.teacher:
         raise PretrainError("teacher_positions adds positions of a teacher's own games: name the teacher too")
+    if cfg.search_labels and not cfg.teacher:
+        raise PretrainError("search_labels are laid over a teacher's labels: name the teacher too")
     data = PretrainDataset.open(data_dir)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if cfg.threads > 0:
@@ -379,6 +405,8 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
             source = distilled(cfg.teacher, data, cfg.teacher_positions, cfg.seed, progress)
         except CheckpointError as exc:
             raise PretrainError(f"teacher: {exc}") from None
+        if cfg.search_labels:
+            searched = _lay_search_labels_over(cfg, data, source)
         train_rows = source.train_rows
     else:
         source, train_rows = data, data.rows("train")
@@ -393,6 +421,7 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
         "command": " ".join(sys.argv), "code_version": code_version(), "device": str(device),
         **({"teacher": cfg.teacher, "teacher_sha256": file_sha256(cfg.teacher),
             "teacher_positions": cfg.teacher_positions} if cfg.teacher else {}),
+        **(searched if cfg.search_labels else {}),
         **({"init": cfg.init, "init_sha256": file_sha256(cfg.init)} if cfg.init else {}),
     }
     print(f"network {cfg.network.blocks}x{cfg.network.channels}, {parameter_count(net):,} parameters, on {device}; "
@@ -410,7 +439,7 @@ def train(cfg: PretrainConfig, data_dir: str | Path, out: str | Path, run_dir: s
     deadline = time.monotonic() + cfg.max_minutes * 60 if cfg.max_minutes > 0 else math.inf
     stopped_early = False
     first_step, first_tick = step, time.perf_counter()
-    with _interrupt_between_steps() as interrupted:
+    with interrupt_between_steps() as interrupted:
         while step < cfg.steps:
             if time.monotonic() > deadline:
                 # A safety net for a shared machine: the schedule assumed `steps`, so say so in the metrics.

@@ -146,15 +146,7 @@ class RunDir:
                 return Lease(path).acquire()
             except LeaseError as exc:
                 raise RunDirError(f"another process is writing {what} ({exc})") from None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            # The kernel drops the lock when the holder dies (SIGKILL included): a restart never waits on it.
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise RunDirError(f"another process is writing {what} in {self.root}") from None
-        return FileLock(fd)
+        return take_file_lock(path, f"another process is writing {what} in {self.root}")
 
     @property
     def expert_data(self) -> Path:
@@ -349,6 +341,20 @@ class RunDir:
             os.close(fd)
             raise
         return FileLock(fd)
+
+
+def take_file_lock(path: Path, busy: str) -> "FileLock":
+    """An exclusive flock on `path` (created with its folder if absent) for the one writer of something;
+    RunDirError(busy) when another process holds it. `close()` the lock to let go."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        # The kernel drops the lock when the holder dies (SIGKILL included): a restart never waits on it.
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RunDirError(busy) from None
+    return FileLock(fd)
 
 
 class FileLock:
