@@ -52,7 +52,7 @@ import numpy as np
 import zarr
 from tqdm import tqdm
 
-from selfplay.replay.replay_buffer import ChunkedColumns, require_atomic_local_writes, table_problems
+from selfplay.replay.replay_buffer import ChunkedColumns, StoreWriter, require_atomic_local_writes, table_problems
 from selfplay.tree_search.evaluators import PositionEvaluator
 from selfplay.tree_search.search import MOST_SIMULATIONS, BatchedSearch, SearchConfig, per_action, visit_policy
 from train.learner.distill import TOP_ACTIONS
@@ -233,14 +233,15 @@ def _checked(path: Path, group: zarr.Group, order: np.ndarray | None) -> int:
     return count
 
 
-class LabelWriter:
+class LabelWriter(StoreWriter):
     """Appends entries to one store (its only writer, by an flock): `append` queues an entry, and the queue
-    is committed once it holds `commit_labels` entries, and on `flush()` / `close()`."""
+    is committed once it holds `commit_labels` entries, and on `flush()` / `close()` (the replay store's
+    writers' StoreWriter, whose lock and commit steps it shares)."""
 
     def __init__(self, path: Path, made_by: dict, order: np.ndarray, commit_labels: int = 256,
                  chunk_rows: int = DEFAULT_CHUNK_ROWS):
         require_atomic_local_writes()
-        self.path = Path(path)
+        self.path = self.group_dir = Path(path)
         self.commit_labels = commit_labels
         try:
             self._lock = take_file_lock(self.path.with_name(self.path.name + ".lock"),
@@ -250,7 +251,7 @@ class LabelWriter:
         try:
             self._open(made_by, order, chunk_rows)
         except BaseException:
-            self._lock.close()
+            self._release_lock()
             raise
         self._pending: list[dict] = []
 
@@ -286,7 +287,7 @@ class LabelWriter:
         if len(self._pending) >= self.commit_labels:
             self.flush()
 
-    def flush(self) -> None:
+    def _commit_pending(self) -> None:
         if not self._pending:
             return
         new = {name: np.array([entry[name] for entry in self._pending], dtype)
@@ -297,21 +298,6 @@ class LabelWriter:
         self._columns.advance(self.committed, new)
         self.committed = end
         self._pending = []
-
-    def close(self) -> None:
-        if self._lock is None:
-            return
-        try:
-            self.flush()
-        finally:
-            self._lock.close()
-            self._lock = None
-
-    def __enter__(self) -> "LabelWriter":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def label(data: PretrainDataset, teacher: str | Path, config: LabelConfig, progress: bool = True,

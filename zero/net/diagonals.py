@@ -11,8 +11,8 @@ at the same width.
 
 The tower's activations are [N, 32, C], a square's channels side by side, so that the gather copies whole rows
 (ONNX Runtime's Gather along an inner axis copies element by element, 10x slower than the rest of the network),
-and the product is a MatMul. NEIGHBOURS is the gather's index table, [32, 5] (a square's five sources in a row); `gather_reference` is its plain-Python twin, which a test holds equal
-to the network's gather.
+and the product is a Gemm. NEIGHBOURS is the gather's index table, [32, 5] (a square's five sources in a row);
+`gather_reference` is its plain-Python twin, which a test holds equal to the network's gather.
 """
 
 from __future__ import annotations
