@@ -72,9 +72,9 @@ def main() -> None:
     print("| shape | parameters | tower multiply-adds | " + " | ".join(f"b={b} pos/s" for b in args.batches) + " |")
     print("|---|---:|---:|" + "---:|" * len(args.batches))
     for name, cfg in configs.items():
-        label = "shipped " + (f"{cfg.tower}:{cfg.blocks}x{cfg.channels}" if name == "shipped" else name)
+        label = f"shipped {cfg.tower}:{cfg.blocks}x{cfg.channels}" if name == "shipped" else name
         speed = " | ".join(f"{r:,.0f} ({r / t:.2f}x)" for r, t in zip(rates[name], rates["shipped"]))
-        print(f"| {label if name == 'shipped' else name} | {parameter_count(PolicyValueNet(cfg)):,} | "
+        print(f"| {label} | {parameter_count(PolicyValueNet(cfg)):,} | "
               f"{multiply_adds(cfg) / 1e6:.2f} M | {speed} |")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 

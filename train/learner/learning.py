@@ -20,8 +20,11 @@ so batch normalisation sees the mixed batch the network is later asked about.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import signal
+import threading
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -368,3 +371,17 @@ def _weighted_by(batch: Batch, mask: torch.Tensor) -> Batch:
                                moves_left_weight=batch.moves_left_weight * w)
 
 
+@contextlib.contextmanager
+def interrupt_between_steps(signals: tuple[int, ...] = (signal.SIGINT,)):
+    """Ctrl-C (and the other `signals`) sets the event instead of raising inside a step, so the work is
+    saved whole at a step boundary (a step cut in the middle may have updated some weights and not others)."""
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+    previous = {sig: signal.signal(sig, lambda signum, frame: interrupted.set()) for sig in signals}
+    try:
+        yield interrupted
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -19,11 +19,8 @@ With `search_labels`, the train split's positions that deeper searches of a play
 
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +29,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from train.learner.learning import MOST_BATCH, HeadWeights, Learner, OptimConfig, TrainingDiverged, autocast, lr_at
+from train.learner.learning import (MOST_BATCH, HeadWeights, Learner, OptimConfig, TrainingDiverged, autocast,
+                                    interrupt_between_steps, lr_at)
 from train.learner.pretrain_dataset import PretrainDataset
 from zero.net.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from zero.net.network import NetworkConfig, PolicyValueNet, parameter_count
@@ -307,22 +305,6 @@ def _flat(d: dict, prefix: str = "") -> dict:
 # Steps timed before the expected time is said: enough to pass the first steps' warm-up, few enough to say
 # it within seconds.
 EXPECTED_TIME_AFTER = 20
-
-
-@contextlib.contextmanager
-def interrupt_between_steps(signals: tuple[int, ...] = (signal.SIGINT,)):
-    """Ctrl-C (and the other `signals`) sets the event instead of raising inside a step, so the work is
-    saved whole at a step boundary (a step cut in the middle may have updated some weights and not others)."""
-    interrupted = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield interrupted
-        return
-    previous = {sig: signal.signal(sig, lambda signum, frame: interrupted.set()) for sig in signals}
-    try:
-        yield interrupted
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _duration(seconds: float) -> str:

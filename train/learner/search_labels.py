@@ -56,8 +56,7 @@ from selfplay.replay.replay_buffer import ChunkedColumns, StoreWriter, require_a
 from selfplay.tree_search.evaluators import PositionEvaluator
 from selfplay.tree_search.search import MOST_SIMULATIONS, BatchedSearch, SearchConfig, per_action, visit_policy
 from train.learner.distill import TOP_ACTIONS
-from train.learner.learning import Samples
-from train.learner.pretrain import interrupt_between_steps
+from train.learner.learning import Samples, interrupt_between_steps
 from train.learner.pretrain_dataset import PretrainDataset
 from zero.endgames.egdb import DRAW, UNKNOWN, Egdb
 from zero.rules.game import Game, Position, RulesConfig
@@ -181,11 +180,6 @@ def search_entry(search: BatchedSearch, g: int, game: Game, row: int, egdb: Egdb
             "wdl": wdl / wdl.sum(), "plies_left": math.nan if plies is None else plies}
 
 
-def settings_hash(search: SearchConfig, rules: RulesConfig) -> str:
-    text = json.dumps({"search": to_dict(search), "rules": to_dict(rules)}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
-
-
 def identity(data: PretrainDataset, teacher: str | Path, config: LabelConfig, rules: RulesConfig,
              egdb_pieces: int) -> dict:
     """What made a store's labels, kept in its attributes; all of it but the teacher's path is checked when
@@ -203,9 +197,10 @@ def identity(data: PretrainDataset, teacher: str | Path, config: LabelConfig, ru
 
 def store_path(data: PretrainDataset, made_by: dict) -> Path:
     """Where the labels made so (`identity`) live: the key names everything that decides a label."""
-    search, rules = SearchConfig(**made_by["search"]), RulesConfig(**made_by["rules"])
-    key = "-".join([made_by["teacher_sha256"][:16], f"{made_by['simulations']}sims", settings_hash(search, rules),
-                    f"egdb{made_by['egdb_pieces']}", f"v{made_by['format']}"])
+    settings = json.dumps({"search": made_by["search"], "rules": made_by["rules"]}, sort_keys=True)
+    key = "-".join([made_by["teacher_sha256"][:16], f"{made_by['simulations']}sims",
+                    hashlib.sha256(settings.encode()).hexdigest()[:8], f"egdb{made_by['egdb_pieces']}",
+                    f"v{made_by['format']}"])
     return data.path / STORE_DIR / key
 
 

@@ -93,18 +93,17 @@ class SquareConv(nn.Module):
         super().__init__()
         self.mix = nn.Linear(len(DIRECTIONS) * in_channels, out_channels, bias=False)
         self.register_buffer("neighbours", torch.as_tensor(NEIGHBOURS.reshape(-1)), persistent=False)
-        self.gathered = len(DIRECTIONS) * in_channels
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
         """[N, 32, C] -> [N, 32, 5C]: value d * C + c of a square is channel c of its neighbour in direction d."""
         padded = F.pad(x, (0, 0, 0, 1))  # the zero square a missing neighbour reads (diagonals.MISSING)
         # A shape of constants: the graph then computes no shapes at run time.
-        return padded.index_select(1, self.neighbours).reshape(-1, 32, self.gathered)
+        return padded.index_select(1, self.neighbours).reshape(-1, 32, self.mix.in_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # As rows of a matrix the product is a Gemm, whose bias (a batch norm folded in, at export) costs no
         # Add of its own.
-        return self.mix(self.gather(x).reshape(-1, self.gathered)).reshape(-1, 32, self.mix.out_features)
+        return self.mix(self.gather(x).reshape(-1, self.mix.in_features)).reshape(-1, 32, self.mix.out_features)
 
 
 class SquareNorm(nn.BatchNorm1d):
