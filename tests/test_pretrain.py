@@ -331,6 +331,27 @@ def test_distillation_brings_the_student_to_the_teachers_judgement(dataset, tmp_
     assert distilled(teacher_path, data, 256, cfg.seed).labelled.wdl.shape == (len(rows) + 256, 3)
 
 
+def test_the_command_fine_tunes_a_checkpoint_in_its_own_shape(dataset, tmp_path, capsys):
+    data, _ = dataset
+    start = _teacher(tmp_path / "start.pt")  # TINY, not the small preset a run defaults to
+    common = ["--data", str(data.path), "--no-wandb", "--quiet", "--set", "steps=2", "--set", "batch_size=64",
+              "--set", "threads=1", "--set", "val_positions=64", "--set", "baseline_positions=20"]
+    args = build_parser().parse_args(["pretrain", "train", "--init", str(start), "--out", str(tmp_path / "tuned.pt"),
+                                      "--run-dir", str(tmp_path / "run"), *common])
+    assert cli_run(args) == 0
+    tuned = load_checkpoint(tmp_path / "tuned.pt")
+    assert tuned.net_config == TINY and tuned.provenance["init"] == str(start)
+
+    for extra, problem in ((["--net", "small"], "drop --net"), ([], "--init: ")):
+        init = str(start) if extra else str(tmp_path / "missing.pt")
+        args = build_parser().parse_args(["pretrain", "train", "--init", init, "--out", str(tmp_path / "x.pt"),
+                                          "--run-dir", str(tmp_path / "run-x"), *extra, *common])
+        capsys.readouterr()
+        assert cli_run(args) == 2
+        err = capsys.readouterr().err
+        assert problem in err and err.count("\n") == 1
+
+
 def test_a_run_can_start_from_a_checkpoints_weights_and_refuses_another_shape(dataset, tmp_path):
     from dataclasses import replace
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from zero.run.config import ConfigError, add_config_arguments
+
+if TYPE_CHECKING:
+    from zero.net.network import NetworkConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="distil: learn this network's policy, win/draw/loss and plies left (e.g. "
                          "checkpoints/shipped.pt) instead of the games' moves and results; --set "
                          "teacher_positions=N adds N positions of its own games")
+    tr.add_argument("--init", metavar="CHECKPOINT",
+                    help="fine-tune: start from this network's weights, in its shape (--set init=... takes the "
+                         "shape from --net and the config instead, and must match it)")
     tr.add_argument("--no-wandb", action="store_true", help="no wandb logging at all (default: offline files)")
     tr.add_argument("--compile", action="store_true", help="torch.compile the network")
     tr.add_argument("--restart", action="store_true", help="ignore an existing run and start from step 0")
@@ -81,10 +88,20 @@ def run(args: argparse.Namespace) -> int:
     from train.learner.pretrain_dataset import DatasetError
     from zero.net.network import NetworkConfig
 
+    if args.net and args.init:
+        print("error: --init trains in its checkpoint's shape; drop --net", file=sys.stderr)
+        return 2
     overrides = []
     if args.net:
-        preset = NetworkConfig.large() if args.net == "large" else NetworkConfig.small()
-        overrides = [f"network.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in preset.to_dict().items()]
+        overrides = _network_settings(NetworkConfig.large() if args.net == "large" else NetworkConfig.small())
+    if args.init:
+        from zero.net.checkpoint import CheckpointError, load_checkpoint
+
+        try:
+            overrides = _network_settings(load_checkpoint(args.init).net_config) + [f"init={args.init}"]
+        except (CheckpointError, OSError) as exc:
+            print(f"error: --init: {exc}", file=sys.stderr)
+            return 2
     if args.compile:
         overrides.append("compile=true")
     if args.teacher:
@@ -119,3 +136,8 @@ def _label(args: argparse.Namespace) -> int:
     print(f"{summary.added:,} labels added in {summary.seconds:.0f} s ({rate:.2f} positions/s); {summary.path} "
           f"holds {summary.total:,} of the {summary.order:,} positions to label")
     return 0
+
+
+def _network_settings(network: NetworkConfig) -> list[str]:
+    """A network's shape as --set overrides, which replace the config file's [network] values."""
+    return [f"network.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in network.to_dict().items()]
