@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             overrides = _network_settings(load_checkpoint(args.init).net_config) + [f"init={args.init}"]
-        except (CheckpointError, OSError) as exc:
+        except CheckpointError as exc:
             print(f"error: --init: {exc}", file=sys.stderr)
             return 2
     if args.compile:
