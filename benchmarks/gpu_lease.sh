@@ -50,7 +50,7 @@ distil() {  # OUT_FILE TEACHER_FILE STEPS [pretrain train arguments...]
   python3 -m play pretrain train --data runs/lease-oca --out "$out" --run-dir "${out%.pt}" --teacher "$teacher" \
     --set steps="$steps" --set batch_size=1024 --set eval_every=1000 --no-wandb "$@" >>"$OUT/distil.log" 2>&1 \
     || { tail -5 "$OUT/distil.log"; exit 1; }
-  grep -i "top-1" "$OUT/distil.log" | tail -2
+  grep -aE "^(network, all|value: cross-entropy)" "$OUT/distil.log" | tail -2  # the test split's top-1 and value CE
   cp "$out" "$OUT/"
 }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1; echo "cpus $(nproc)";
