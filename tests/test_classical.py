@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from zero.endgames.egdb_build import ensure_built
 from zero.rules.game import Game, Position
 from zero.rules.notation import fen_to_position
+from zero.yardsticks import alphabeta_search as ab
 from zero.yardsticks import classical_kernels as ck
 from zero.yardsticks import classical_reference as ref
 from zero.yardsticks.classical import (
@@ -22,6 +23,10 @@ from zero.yardsticks.classical import (
 from positions import ENDGAMES as BASE_ENDGAMES, random_position
 
 EVAL = load_eval()
+
+
+def classical_leaf(pos: Position) -> int:
+    return ref.evaluate(pos, EVAL.weights)
 
 
 def player(depth: int, **kw) -> ClassicalPlayer:
@@ -74,9 +79,9 @@ def test_features_are_the_movers_minus_the_opponents():
 def test_search_equals_full_width_minimax_on_constructed_positions(fen, depth):
     pos = fen_to_position(fen)
     move, score, _ = player(depth, seed=depth).search(pos)
-    assert score == ref.minimax(pos, depth, EVAL.weights)
+    assert score == ref.minimax(pos, depth, classical_leaf)
     # The chosen move is one of the best: its own minimax value (one ply less, from the mover) is the score.
-    assert -ref.minimax(pos.play(move), depth - 1, EVAL.weights, ply=1) == score
+    assert -ref.minimax(pos.play(move), depth - 1, classical_leaf, ply=1) == score
 
 
 @settings(max_examples=25, deadline=None)
@@ -86,7 +91,7 @@ def test_search_equals_full_width_minimax_on_game_positions(seed, plies, depth):
     if not pos.legal_moves():
         return
     move, score, _ = player(depth, seed=seed).search(pos)
-    assert score == ref.minimax(pos, depth, EVAL.weights)
+    assert score == ref.minimax(pos, depth, classical_leaf)
     assert move in pos.legal_moves()
 
 
@@ -95,7 +100,7 @@ def test_search_equals_full_width_minimax_on_game_positions(seed, plies, depth):
 def test_database_values_are_exact_leaves(fen, depth, egdb4):
     pos = fen_to_position(fen)
     _, score, _ = player(depth, egdb=egdb4).search(pos)
-    assert score == ref.minimax(pos, depth, EVAL.weights, egdb4)
+    assert score == ref.minimax(pos, depth, classical_leaf, egdb4)
     # Where every child is a database leaf (neither side can capture there), the score is the database's
     # value of the position: its best child's, one ply further.
     value = egdb4.probe(pos)
@@ -105,7 +110,7 @@ def test_database_values_are_exact_leaves(fen, depth, egdb4):
         return not any(m.is_capture for side in (p, other) for m in side.legal_moves())
 
     if all(quiet(pos.play(m)) for m in pos.legal_moves()):
-        expected = {1: ck.WIN_SCORE - value.distance, -1: -(ck.WIN_SCORE - value.distance), 0: 0}[value.value]
+        expected = {1: ab.WIN_SCORE - value.distance, -1: -(ab.WIN_SCORE - value.distance), 0: 0}[value.value]
         assert score == expected
 
 
@@ -166,13 +171,13 @@ def test_the_player_finds_the_quickest_win_and_plays_a_forced_move_at_once(egdb4
     win = Game(start=fen_to_position("B:W5:BK6,K32"))
     for p in (player(4), player(4, egdb=egdb4), ClassicalPlayer(seconds=0.05, evaluation=EVAL, tt_bits=12)):
         move, score, _ = p.search(win)
-        assert str(move) == "6-1" and score == ck.WIN_SCORE - 1
+        assert str(move) == "6-1" and score == ab.WIN_SCORE - 1
     forced = Game(start=fen_to_position("W:W21,28,32:BK4,17"))
     assert str(player(6).choose(forced)) == "21x14"
 
 
 def test_a_move_back_to_a_position_of_the_game_scores_as_a_draw():
-    from zero.yardsticks.classical import repetitions
+    from zero.yardsticks.alphabeta_player import repetitions
 
     game = Game(start=fen_to_position("B:W12,K29:BK1,K3"))
     for move in ("1-6", "29-25", "6-1", "25-29"):
@@ -182,11 +187,11 @@ def test_a_move_back_to_a_position_of_the_game_scores_as_a_draw():
     assert [str(m) for m, f in zip(legal, flags) if f] == ["1-6"]
     for depth in (1, 2, 3):
         _, score, _ = player(depth).search(game)
-        expected = max(0 if f else -ref.minimax(game.position.play(m), depth - 1, EVAL.weights, ply=1)
+        expected = max(0 if f else -ref.minimax(game.position.play(m), depth - 1, classical_leaf, ply=1)
                        for m, f in zip(legal, flags))
         assert score == expected
         # A position alone has no history: the same move is searched.
-        assert player(depth).search(game.position)[1] == ref.minimax(game.position, depth, EVAL.weights)
+        assert player(depth).search(game.position)[1] == ref.minimax(game.position, depth, classical_leaf)
 
 
 def test_a_fixed_depth_player_is_reproducible_per_seed():
@@ -204,12 +209,12 @@ def test_a_search_stopped_by_its_node_budget_returns_a_finished_root_move():
     order = np.arange(len(pos.legal_moves()), dtype=np.int64)
     full_score, full_row, complete = p._iteration(pos, 6, order, 1 << 40)
     assert complete
-    p._state["counters"][ck.C_NODES] = 0
-    p._state["counters"][ck.C_GENERATION] += 1
+    p._state["counters"][ab.C_NODES] = 0
+    p._state["counters"][ab.C_GENERATION] += 1
     score, row, complete = p._iteration(pos, 6, order, 40)
     assert not complete
     if row >= 0:
-        assert score == -ref.minimax(pos.play(pos.legal_moves()[row]), 5, EVAL.weights, ply=1)
+        assert score == -ref.minimax(pos.play(pos.legal_moves()[row]), 5, classical_leaf, ply=1)
 
 
 def test_on_the_clock_it_deepens_and_returns_a_legal_move():

@@ -13,7 +13,7 @@ from types import ModuleType
 
 from play.cli import analyze, engine, play, review, serve
 from selfplay.cli import replay, selfplay
-from train.cli import classical, loop, match, pretrain, ratings, report, ship, tune
+from train.cli import classical, distilled, loop, match, pretrain, ratings, report, ship, tune
 from zero.cli import egdb, pdn, perft
 from zero.run.config import disk_problem
 
@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[ModuleType, str]] = {
     "pdn": (pdn, "read and check PDN files"),
     "egdb": (egdb, "endgame databases: build (every position with at most N pieces) and probe"),
     "pretrain": (pretrain, "build an expert-game dataset from PDN and pretrain the network on it"),
+    "distilled": (distilled, "the distilled evaluation: label positions by the network's value, train it on them"),
     "selfplay": (selfplay, "self-play actors writing games to a run's replay store"),
     "replay": (replay, "replay store of a run: stats, export games as PDN"),
     "loop": (loop, "the self-play loop: actors, trainer and gating in one resumable command"),

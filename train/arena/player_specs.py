@@ -169,7 +169,7 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
 def _classical(args: str, seed: int) -> MatchPlayer:
     from zero.endgames.egdb_build import QUICK_PIECES, ensure_built
     from zero.yardsticks.classical import EvalFileError, ClassicalPlayer
-    from zero.yardsticks.classical_kernels import MAX_DEPTH
+    from zero.yardsticks.alphabeta_search import MAX_DEPTH
 
     if args.startswith("t"):
         seconds = _seconds(args[1:])

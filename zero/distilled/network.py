@@ -44,9 +44,16 @@ class DistilledNet(nn.Module):
         b1 = w["b1"] + (torch.round(w["b1"] * dk.QA) / dk.QA - w["b1"]).detach()
         acc = inputs.float() @ w1 + b1  # [N, 2, A]
         x = acc.clamp(0.0, 1.0).flatten(1)  # [side to move's view, opponent's]
-        y1 = (torch.einsum("nhi,ni->nh", w["w2"][bucket], x) + w["b2"][bucket]).clamp(0.0, 1.0)
-        y2 = (torch.einsum("nhi,ni->nh", w["w3"][bucket], y1) + w["b3"][bucket]).clamp(0.0, 1.0)
-        return torch.einsum("nhi,ni->nh", w["w4"][bucket], y2)[:, 0] + w["b4"][bucket][:, 0]
+        y1 = self._layer(x, "w2", "b2", bucket).clamp(0.0, 1.0)
+        y2 = self._layer(y1, "w3", "b3", bucket).clamp(0.0, 1.0)
+        return self._layer(y2, "w4", "b4", bucket)[:, 0]
+
+    def _layer(self, x: torch.Tensor, weight: str, bias: str, bucket: torch.Tensor) -> torch.Tensor:
+        """Every bucket's layer in one product, then each position's bucket's outputs."""
+        w, b = self.weights[weight], self.weights[bias]  # [K, out, in], [K, out]
+        k, out, _ = w.shape
+        every = (x @ w.reshape(k * out, -1).T + b.reshape(-1)).view(-1, k, out)
+        return every[torch.arange(len(x)), bucket]
 
     @torch.no_grad()
     def clamp_(self) -> None:

@@ -1,15 +1,18 @@
-"""Plain-Python twin of zero.yardsticks.classical_kernels, for tests: every feature by its definition, square by square
-on (row, column) coordinates, and a full-width minimax of the same evaluation (no pruning, no table, no
-ordering), with the same leaf rules (see the kernels' module doc). tests/test_classical.py holds the kernels
-equal to it.
+"""Plain-Python twin of zero.yardsticks.classical_kernels and zero.yardsticks.alphabeta_search, for tests: every
+feature by its definition, square by square on (row, column) coordinates, and a full-width minimax over any
+evaluation (no pruning, no table, no ordering), with the search's leaf rules (see its module doc).
+tests/test_classical.py and tests/test_alphabeta.py hold the kernels equal to it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from zero.endgames.egdb import DRAW, UNKNOWN, WIN, Egdb
 from zero.rules.bitboard import square_rc
 from zero.rules.game import Position
-from zero.yardsticks.classical_kernels import END_FEATURES, FEATURES, FULL_BOARD, WIN_SCORE
+from zero.yardsticks.alphabeta_search import WIN_SCORE
+from zero.yardsticks.classical_kernels import END_FEATURES, FEATURES, FULL_BOARD
 
 Square = tuple[int, int]  # (row, column) in a side's own frame: its men move towards row 7
 
@@ -126,8 +129,10 @@ def database_value(pos: Position, ply: int, egdb: Egdb | None) -> int | None:
     return WIN_SCORE - (ply + distance) if value == WIN else -(WIN_SCORE - (ply + distance))
 
 
-def minimax(pos: Position, depth: int, weights, egdb: Egdb | None = None, ply: int = 0) -> int:
-    """Full-width negamax score for the side to move, by the kernels' rules (no pruning at all)."""
+def minimax(pos: Position, depth: int, leaf: Callable[[Position], int], egdb: Egdb | None = None,
+            ply: int = 0) -> int:
+    """Full-width negamax score for the side to move, by the search's rules (no pruning at all); `leaf` scores
+    a quiet leaf for its side to move."""
     moves = pos.legal_moves()
     if not moves:
         return -(WIN_SCORE - ply)
@@ -136,6 +141,6 @@ def minimax(pos: Position, depth: int, weights, egdb: Egdb | None = None, ply: i
         if value is not None:
             return value
         if depth <= 0:
-            return evaluate(pos, weights)
-    return max(-minimax(pos.play(m), depth - 1, weights, egdb, ply + 1) for m in moves)
+            return leaf(pos)
+    return max(-minimax(pos.play(m), depth - 1, leaf, egdb, ply + 1) for m in moves)
 

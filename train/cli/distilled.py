@@ -1,0 +1,62 @@
+"""`checkers-zero distilled label|train`: label quiet positions with the shipped network's value, and train
+the distilled evaluation (zero.distilled) that the deep alpha-beta player searches with."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from zero.run.config import ConfigError, add_config_arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="distilled_command", metavar="STEP", required=True)
+    lb = sub.add_parser("label", help="value a dataset's quiet positions and random walks off them by a network "
+                                      "(resumable)",
+                        description="Label the quiet positions of a pretraining dataset, and of short random "
+                                    "walks off them, with a network's win/draw/loss, the game's result and the "
+                                    "endgame database's value, in chunk files beside the dataset; a run killed "
+                                    "at any moment continues where it stopped.")
+    lb.add_argument("--data", required=True, help="dataset directory written by `pretrain dataset`")
+    lb.add_argument("--teacher", default=None, metavar="CHECKPOINT", help="the network (default: the shipped one)")
+    lb.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_config_arguments(lb)
+    tr = sub.add_parser("train", help="train the distilled evaluation on its labels",
+                        description="Learn the distilled evaluation from a label store and write it (the "
+                                    "shipped one is checkpoints/distilled.npz); prints its held-out loss.")
+    tr.add_argument("--labels", required=True, help="a label store written by `distilled label`")
+    tr.add_argument("--out", required=True, help="the evaluation file to write, e.g. runs/distilled.npz")
+    tr.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_config_arguments(tr)
+
+
+def run(args: argparse.Namespace) -> int:
+    from train.learner.distilled_labels import (
+        DistilledLabelConfig, DistilledLabelError, label, read_labels)
+    from train.learner.distilled_training import DistilledTrainConfig, train
+    from train.learner.pretrain_dataset import DatasetError, PretrainDataset
+    from zero.net.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
+    from zero.run.config import load_config
+
+    try:
+        if args.distilled_command == "label":
+            from zero.endgames.egdb_build import largest_available
+
+            cfg = load_config(DistilledLabelConfig, args.config, args.overrides)
+            store = label(PretrainDataset.open(args.data), args.teacher or DEFAULT_CHECKPOINT, cfg,
+                          largest_available(), progress=not args.quiet)
+            print(f"labels in {store}")
+            return 0
+        cfg = load_config(DistilledTrainConfig, args.config, args.overrides)
+        store = Path(args.labels)
+        labels = read_labels(store)
+        held = train(labels, cfg, args.out, {"labels": str(store), "labels_positions": len(labels["black"])},
+                     progress=not args.quiet)
+    except (ConfigError, DatasetError, DistilledLabelError, CheckpointError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.out}: held-out cross-entropy {held.loss_vs_teacher:.4f} against the teacher's value "
+          f"(its own entropy {held.teacher_entropy:.4f}, a constant guess {held.constant_vs_teacher:.4f}), "
+          f"{held.loss_vs_target:.4f} against the blended target; {held.positions:,} test positions")
+    return 0

@@ -1,0 +1,205 @@
+"""Labels for the distilled evaluation: quiet positions valued by the policy-value network (the teacher),
+beside their game's result and the endgame database's exact value where it holds them.
+
+The distilled evaluation (zero.distilled) is asked only for quiet positions (the side to move has no
+capture: the search plays captures out first), so only those are labelled. They come from the expert games
+of a pretraining dataset and from short random walks off them (1 to `walk_plies` random legal moves), since
+a search looks mostly at positions no expert would play into. Each gets the teacher's win/draw/loss for the
+side to move (its int8 model, on the position alone: no no-progress count, no repetition), the game's result
+for the side to move where it is an expert game's position, and the database's value where the database
+holds the position.
+
+The labels are a dataset of numbered chunk files beside the dataset (DATASET/distilled-labels/<key>/), chunk
+c labelling rows c * CHUNK_ROWS onwards of the pretraining dataset with a random stream seeded by (seed, c):
+each chunk is a pure function of the dataset, the teacher and the settings, written to a temporary name and
+renamed, so a labeller killed at any moment loses only the chunk it was making, and the next one makes the
+missing chunks and no other: none is ever counted twice. The key names what decides a label (the teacher's
+weights, the database's size, the walks, the format); every chunk repeats it, and one that does not match
+its folder, or does not read, is refused with its file named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+from tqdm import tqdm
+
+from train.learner.pretrain_dataset import PretrainDataset
+from zero.endgames.egdb import UNKNOWN, Egdb
+from zero.rules.movegen import BUFFER_ROWS, F_CAPTURED, F_FROM, F_TO, MOVE_FIELDS, can_capture, generate, make
+from zero.run.config import MOST_SEED, MOST_THREADS, atomic_write_bytes, check_settings, setting
+
+STORE_DIR = "distilled-labels"
+LABELS_FORMAT = 1
+CHUNK_ROWS = 1 << 16
+NO_RESULT = -2  # a walked position's result, and a position the database does not hold
+COLUMNS = ("black", "white", "kings", "black_to_move", "wdl", "result", "exact", "split", "walked")
+
+
+class DistilledLabelError(Exception):
+    """Labels that cannot be made or read; the message is one line naming the file."""
+
+
+@dataclass
+class DistilledLabelConfig:
+    """How positions are chosen and labelled."""
+
+    walk_plies: int = setting(6, low=0, high=64)  # random plies off an expert position, 1 to this (0: no walks)
+    seed: int = setting(75, low=0, high=MOST_SEED)
+    batch: int = setting(1024, low=1, high=1 << 16)  # positions a teacher call
+    threads: int = setting(2, low=1, high=MOST_THREADS)  # the teacher's threads
+
+    def validate(self) -> None:
+        check_settings(self)
+
+
+@njit(cache=True)
+def choose_positions(black, white, kings, black_to_move, walk_plies, seed, out):
+    """For each row: the position itself when quiet (out[:, 0] = 1), and one random walk of 1 to walk_plies
+    legal moves off it when that ends quiet with a move to play (out[:, 1] = 1, its masks in out[:, 2:6]).
+    A pure function of the rows and the seed."""
+    np.random.seed(seed)
+    buf = np.zeros((BUFFER_ROWS, MOVE_FIELDS), dtype=np.int64)
+    for i in range(len(black)):
+        b, w, k, btm = np.int64(black[i]), np.int64(white[i]), np.int64(kings[i]), bool(black_to_move[i])
+        out[i, 0] = 0 if can_capture(b, w, k, btm) else 1
+        out[i, 1] = 0
+        if walk_plies == 0:
+            continue
+        plies = np.random.randint(1, walk_plies + 1)
+        ended = False
+        for _ in range(plies):
+            n = generate(b, w, k, btm, True, buf)
+            if n == 0:
+                ended = True
+                break
+            r = np.random.randint(0, n)
+            b, w, k = make(b, w, k, btm, buf[r, F_FROM], buf[r, F_TO], buf[r, F_CAPTURED])
+            btm = not btm
+        if ended or can_capture(b, w, k, btm) or generate(b, w, k, btm, True, buf) == 0:
+            continue
+        out[i, 1] = 1
+        out[i, 2], out[i, 3], out[i, 4], out[i, 5] = b, w, k, 1 if btm else 0
+
+
+def identity(data: PretrainDataset, teacher: str | Path, config: DistilledLabelConfig, egdb: Egdb | None) -> dict:
+    """What decides a store's labels (every chunk repeats it)."""
+    from zero.net.checkpoint import load_checkpoint, weights_sha256
+
+    return {"format": LABELS_FORMAT, "teacher_sha256": weights_sha256(load_checkpoint(teacher).state_dict),
+            "walk_plies": config.walk_plies, "seed": config.seed,
+            "egdb_pieces": 0 if egdb is None else int(egdb.tables.max_pieces),
+            "dataset": {"source_sha256": data.attrs.get("source_sha256"), "positions": len(data)}}
+
+
+def store_path(data: PretrainDataset, made_by: dict) -> Path:
+    key = hashlib.sha256(json.dumps(made_by, sort_keys=True).encode()).hexdigest()[:16]
+    return data.path / STORE_DIR / f"{made_by['teacher_sha256'][:12]}-walk{made_by['walk_plies']}-" \
+                                   f"egdb{made_by['egdb_pieces']}-{key}"
+
+
+def chunk_path(store: Path, c: int) -> Path:
+    return store / f"chunk-{c:05d}.npz"
+
+
+def _label_chunk(data: PretrainDataset, c: int, config: DistilledLabelConfig, evaluator, egdb: Egdb | None) \
+        -> dict[str, np.ndarray]:
+    from zero.net.encoding import NUM_PLANES, encode_batch
+
+    a = data.arrays
+    rows = np.arange(c * CHUNK_ROWS, min((c + 1) * CHUNK_ROWS, len(data)))
+    chosen = np.zeros((len(rows), 6), dtype=np.int64)
+    choose_positions(a["black"][rows], a["white"][rows], a["kings"][rows], a["black_to_move"][rows],
+                     config.walk_plies, (config.seed * 100_003 + c) % (1 << 32), chosen)
+    kept, walked = np.flatnonzero(chosen[:, 0]), np.flatnonzero(chosen[:, 1])
+    cols = {
+        "black": np.concatenate([a["black"][rows[kept]], chosen[walked, 2]]).astype(np.uint32),
+        "white": np.concatenate([a["white"][rows[kept]], chosen[walked, 3]]).astype(np.uint32),
+        "kings": np.concatenate([a["kings"][rows[kept]], chosen[walked, 4]]).astype(np.uint32),
+        "black_to_move": np.concatenate([a["black_to_move"][rows[kept]], chosen[walked, 5] == 1]),
+        "result": np.concatenate([a["result"][rows[kept]], np.full(len(walked), NO_RESULT)]).astype(np.int8),
+        "split": np.concatenate([data.split[rows[kept]], data.split[rows[walked]]]).astype(np.uint8),
+        "walked": np.concatenate([np.zeros(len(kept), bool), np.ones(len(walked), bool)]),
+    }
+    n = len(cols["black"])
+    wdl = np.zeros((n, 3), dtype=np.float32)
+    planes = np.zeros((config.batch, NUM_PLANES, 8, 8), dtype=np.float32)
+    zeros, ones = np.zeros(config.batch, np.uint8), np.ones(config.batch, np.uint8)
+    for start in range(0, n, config.batch):
+        end = min(start + config.batch, n)
+        m = end - start
+        encode_batch(cols["black"][start:end].astype(np.int64), cols["white"][start:end].astype(np.int64),
+                     cols["kings"][start:end].astype(np.int64), cols["black_to_move"][start:end], zeros[:m],
+                     ones[:m], planes[:m])
+        wdl[start:end] = evaluator.evaluate(planes[:m])[1]
+    cols["wdl"] = wdl.astype(np.float16)
+    exact = np.full(n, NO_RESULT, np.int8)
+    if egdb is not None:
+        values = egdb.values(cols["black"], cols["white"], cols["kings"], cols["black_to_move"])
+        exact = np.where(values == UNKNOWN, NO_RESULT, values).astype(np.int8)
+    cols["exact"] = exact
+    return cols
+
+
+def _write_chunk(path: Path, made_by: dict, c: int, cols: dict[str, np.ndarray]) -> None:
+    buffer = io.BytesIO()
+    doc = {**made_by, "chunk": c}
+    np.savez(buffer, document=np.frombuffer(json.dumps(doc, sort_keys=True).encode(), np.uint8), **cols)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def read_chunk(path: Path, made_by: dict | None, c: int) -> dict[str, np.ndarray]:
+    """A chunk's columns, checked against what made its store (None: whatever made it)."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            cols = {name: archive[name] for name in archive.files}
+        doc = json.loads(cols.pop("document").tobytes())
+    except Exception as exc:  # numpy and zipfile raise many kinds for a damaged archive
+        raise DistilledLabelError(f"{path}: unreadable label chunk ({type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else ''}); delete it to label it again") \
+            from None
+    if doc.get("chunk") != c or (made_by is not None and {k: v for k, v in doc.items() if k != "chunk"} != made_by):
+        raise DistilledLabelError(f"{path}: a label chunk of other settings or another place; delete it to label "
+                                  f"it again")
+    lengths = {len(cols.get(name, ())) for name in COLUMNS}
+    if set(cols) != set(COLUMNS) or len(lengths) != 1:
+        raise DistilledLabelError(f"{path}: its columns are not the labels' {', '.join(COLUMNS)} of one length; "
+                                  f"delete it to label it again")
+    return cols
+
+
+def label(data: PretrainDataset, teacher: str | Path, config: DistilledLabelConfig, egdb: Egdb | None,
+          progress: bool = True) -> Path:
+    """Make every chunk the store of (data, teacher, config, egdb) lacks; returns the store."""
+    from zero.net.inference import Evaluator
+
+    config.validate()
+    made_by = identity(data, teacher, config, egdb)
+    store = store_path(data, made_by)
+    store.mkdir(parents=True, exist_ok=True)
+    chunks = math.ceil(len(data) / CHUNK_ROWS)
+    missing = [c for c in range(chunks) if not chunk_path(store, c).exists()]
+    if missing:
+        evaluator = Evaluator.from_checkpoint(teacher, device="cpu", threads=config.threads)
+        for c in tqdm(missing, desc=f"labelling {store.name}", unit="chunk", disable=not progress):
+            _write_chunk(chunk_path(store, c), made_by, c, _label_chunk(data, c, config, evaluator, egdb))
+    return store
+
+
+def read_labels(store: Path) -> dict[str, np.ndarray]:
+    """Every chunk of a store, concatenated (each checked against the first's identity)."""
+    paths = sorted(store.glob("chunk-*.npz"))
+    if not paths:
+        raise DistilledLabelError(f"{store}: no label chunks (make them: checkers-zero distilled label)")
+    first = read_chunk(paths[0], None, int(paths[0].stem.split("-")[1]))
+    with np.load(paths[0], allow_pickle=False) as archive:
+        made_by = {k: v for k, v in json.loads(archive["document"].tobytes()).items() if k != "chunk"}
+    parts = [first] + [read_chunk(p, made_by, int(p.stem.split("-")[1])) for p in paths[1:]]
+    return {name: np.concatenate([p[name] for p in parts]) for name in COLUMNS}

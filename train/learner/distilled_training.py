@@ -1,0 +1,124 @@
+"""Training the distilled evaluation (zero.distilled) on its labels (train.learner.distilled_labels).
+
+The target is the side to move's expected score: the teacher's W + D/2, blended with the game's result where
+the position is an expert game's (`result_weight` of it), and the database's exact value instead wherever the
+database holds the position. The loss is the cross-entropy of sigmoid(logit) against that target. Labels of
+the dataset's train split are learnt; the test split's are held out, and the figures reported on them are
+the loss against the teacher's own expected score (what the distillation can reach) and against the blended
+target, beside the loss of a constant guess.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from train.learner.distilled_labels import NO_RESULT
+from train.learner.pretrain_dataset import SPLITS
+from zero.distilled.model import DistilledShape, random_eval, save_eval
+from zero.distilled.network import DistilledNet, batch_inputs
+from zero.run.config import MOST_SEED, MOST_STEPS, MOST_THREADS, check_settings, code_version, setting
+
+
+@dataclass
+class DistilledTrainConfig:
+    """How the distilled evaluation learns."""
+
+    accumulator: int = setting(64, low=1, high=1024)  # accumulator units of each side's view
+    hidden: int = setting(32, low=1, high=1024)  # units of each dense hidden layer
+    buckets: int = setting(1, low=1, high=24)  # layer stacks above the accumulator, by pieces on the board
+    result_weight: float = setting(0.2, low=0.0, high=1.0)  # share of the game's result in the target
+    exact: bool = True  # the database's value as the target wherever it holds the position
+    walked: bool = True  # learn the random walks' positions too
+    steps: int = setting(6000, low=1, high=MOST_STEPS)
+    batch: int = setting(4096, low=1, high=1 << 20)
+    lr: float = setting(2e-3, low=0.0, high=1.0)  # Adam, cosine-decayed to zero
+    threads: int = setting(2, low=1, high=MOST_THREADS)
+    seed: int = setting(0, low=0, high=MOST_SEED)
+
+    def validate(self) -> None:
+        check_settings(self)
+
+
+@dataclass
+class HeldOut:
+    """Figures on the test split's labels (cross-entropies in nats per position)."""
+
+    positions: int
+    loss_vs_teacher: float  # against the teacher's expected score alone
+    loss_vs_target: float  # against the blended target the training learns
+    constant_vs_teacher: float  # a constant guess (the train split's mean target) against the teacher
+    teacher_entropy: float  # the floor: the teacher's expected score against itself
+    extra: dict = field(default_factory=dict)
+
+
+def targets(labels: dict[str, np.ndarray], config: DistilledTrainConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(the teacher's expected score, the blended target) of every label, float32."""
+    wdl = labels["wdl"].astype(np.float32)
+    teacher = wdl[:, 0] + 0.5 * wdl[:, 1]
+    target = teacher.copy()
+    played = labels["result"] != NO_RESULT
+    target[played] = ((1 - config.result_weight) * teacher[played]
+                      + config.result_weight * (labels["result"][played].astype(np.float32) + 1) / 2)
+    if config.exact:
+        held = labels["exact"] != NO_RESULT
+        target[held] = (labels["exact"][held].astype(np.float32) + 1) / 2
+    return teacher, target
+
+
+def _cross_entropy(p: np.ndarray, t: np.ndarray) -> float:
+    p = np.clip(p.astype(np.float64), 1e-7, 1 - 1e-7)
+    return float(np.mean(-(t * np.log(p) + (1 - t) * np.log(1 - p))))
+
+
+def train(labels: dict[str, np.ndarray], config: DistilledTrainConfig, out: str | Path, made_from: dict,
+          progress: bool = True) -> HeldOut:
+    """Learn the evaluation from the labels; write it to `out` with how it was made; return the held-out
+    figures (also in the file)."""
+    config.validate()
+    torch.manual_seed(config.seed)
+    torch.set_num_threads(config.threads)
+    rng = np.random.default_rng(config.seed)
+    teacher, target = targets(labels, config)
+    split = labels["split"]
+    train_rows = np.flatnonzero((split == SPLITS.index("train")) & (config.walked | ~labels["walked"]))
+    test_rows = np.flatnonzero(split == SPLITS.index("test"))
+    shape = DistilledShape(config.accumulator, config.hidden, config.buckets)
+    net = DistilledNet.from_eval(random_eval(shape, config.seed))
+    optimizer = torch.optim.Adam(net.parameters(), lr=config.lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, config.steps) / config.steps)))
+    columns = [labels[n] for n in ("black", "white", "kings", "black_to_move")]
+    start = time.time()
+    bar = tqdm(range(config.steps), desc="distilled evaluation", unit="step", disable=not progress)
+    for step in bar:
+        rows = train_rows[rng.integers(0, len(train_rows), config.batch)]
+        inputs, bucket = batch_inputs(*(c[rows] for c in columns), shape.buckets)
+        logits = net(inputs, bucket)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.from_numpy(target[rows]))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        net.clamp_()
+        if step % 100 == 0:
+            bar.set_postfix(loss=f"{loss.item():.4f}")
+    evaluation = net.to_eval()
+    p = 1 / (1 + np.exp(-evaluation.logits(*(c[test_rows] for c in columns)).astype(np.float64)))
+    mean = float(target[train_rows].mean())
+    held = HeldOut(positions=len(test_rows), loss_vs_teacher=_cross_entropy(p, teacher[test_rows]),
+                   loss_vs_target=_cross_entropy(p, target[test_rows]),
+                   constant_vs_teacher=_cross_entropy(np.full(len(test_rows), mean), teacher[test_rows]),
+                   teacher_entropy=_cross_entropy(teacher[test_rows], teacher[test_rows]),
+                   extra={"mean_abs_error_vs_teacher": float(np.mean(np.abs(p - teacher[test_rows])))})
+    meta = {"made_from": made_from, "training": {**vars(config), "train_positions": int(len(train_rows)),
+                                                  "seconds": round(time.time() - start, 1)},
+            "held_out": vars(held), "code_version": code_version()}
+    save_eval(type(evaluation)(shape, evaluation.weights, meta), out)
+    return held

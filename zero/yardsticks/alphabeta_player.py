@@ -1,0 +1,140 @@
+"""The alpha-beta player: the search of zero.yardsticks.alphabeta_search with one of its two evaluations, the
+classical one (zero.yardsticks.classical.ClassicalPlayer, a yardstick) or the distilled network
+(zero.distilled), to a fixed depth or on the clock."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from zero.distilled.model import DistilledEval, load_eval as load_distilled
+from zero.endgames.egdb import Egdb, no_tables
+from zero.rules.game import Game, Move, Position
+from zero.yardsticks import alphabeta_search as ab
+from zero.yardsticks.players import SearchingPlayer, player_rng
+
+# Deepest iteration of a search on the clock (an endgame with few moves can go deep within its time).
+MAX_TIMED_DEPTH = 40
+_UNLIMITED_NODES = 1 << 62
+
+
+def repetitions(game: Game, legal: list[Move]) -> np.ndarray:
+    """For each legal move (1 or 0): whether it leads back to a position of the game since its last
+    irreversible move (capture or man move), with the same side to move."""
+    window = game.no_progress[-1]
+    earlier = {game.positions[-1 - back] for back in range(1, window + 1, 2)}
+    pos = game.position
+    return np.array([int(not pos.is_irreversible(m) and pos.play(m) in earlier) for m in legal], dtype=np.int64)
+
+
+class AlphaBetaSearchPlayer(SearchingPlayer):
+    """The alpha-beta search as a player, with one of its two evaluations (the classical weights or the
+    distilled network's arrays): to a fixed depth or on the clock (`seconds` a move), always by iterative
+    deepening, each iteration searching the previous one's best move first (from the table).
+
+    Ties between root moves are broken at random (seeded, reseeded by `reset` as the match runner does).
+    A fixed-depth player starts every search with an empty table (a new generation of its entries), so its
+    move is a function of the game (its position, and the positions since its last capture or man move,
+    for the repetitions) and the seed, as a calibrated yardstick's must be; one on the clock
+    keeps its table from move to move (every entry is exact for its depth, so keeping it is sound) and, as
+    AlphaBetaPlayer on the clock, is as reproducible as the clock: each iteration may visit as many nodes as
+    the time left allows at the rate measured so far, and the move is the best of the deepest iteration
+    that finished a root move.
+
+    egdb: an endgame database whose positions (neither side able to capture) are exact leaves; None for none.
+    use_tt, use_ordering: switch the table and the move ordering off (tests: they change only the speed).
+    """
+
+    def __init__(self, kind: str, classical_weights: np.ndarray | None, distilled: tuple | None,
+                 depth: int | None = None, seed: int = 0, seconds: float | None = None, egdb: Egdb | None = None,
+                 tt_bits: int = 18, use_tt: bool = True, use_ordering: bool = True) -> None:
+        """kind: the player's name before its depth or time ("classical", "distilled"); classical_weights or
+        distilled (zero.distilled.model.DistilledEval.arrays): its evaluation, one of the two."""
+        if (depth is None) == (seconds is None):
+            raise ValueError(f"the {kind} player takes a depth or a time per move, not both")
+        if depth is not None and not 1 <= depth <= ab.MAX_DEPTH:
+            raise ValueError(f"{kind} depth must be 1 to {ab.MAX_DEPTH}, got {depth}")
+        if seconds is not None and not 0 < seconds < float("inf"):
+            raise ValueError(f"the {kind} player needs a positive time per move, got {seconds}")
+        self.name = f"{kind}:{depth}" if depth is not None else f"{kind}:t{seconds:g}"
+        self.depth = depth
+        self.seconds = seconds
+        self.seed = seed
+        self._evaluation = ab.evaluation_arrays(classical_weights, distilled)
+        self._work = ab.new_work(self._evaluation)
+        self.egdb = egdb
+        self._tables = egdb.tables if egdb is not None else no_tables()
+        self._rng = player_rng(seed, None)
+        self._state = ab.new_state(tt_bits)
+        counters = self._state["counters"]
+        counters[ab.C_USE_TT] = int(use_tt)
+        counters[ab.C_USE_ORDERING] = int(use_ordering)
+        counters[ab.C_GENERATION] = 1
+        self.last_score: int | None = None  # of the last searched move, for the side that moved
+        self.last_nodes = 0
+        self.last_depth = 0  # depth of the iteration the last move came from
+
+    def reset(self, seed: int) -> None:
+        self._rng = player_rng(self.seed, seed)
+
+    def _iteration(self, pos: Position, depth: int, order: np.ndarray, max_nodes: int,
+                   draws: np.ndarray | None = None) -> tuple[int, int, bool]:
+        s = self._state
+        s["counters"][ab.C_MAX_NODES] = min(s["counters"][ab.C_NODES] + max_nodes, _UNLIMITED_NODES)
+        if draws is None:
+            draws = np.zeros(len(order), dtype=np.int64)
+        score, row, complete = ab.search_root(
+            pos.black, pos.white, pos.kings, pos.black_to_move, depth, order, draws, s["frames"], s["moves"],
+            s["order"], s["rows"], s["tt"], s["killers"], s["history"], s["counters"], self._evaluation,
+            self._work, self._tables)
+        return int(score), int(row), bool(complete)
+
+    def search(self, game: Game | Position) -> tuple[Move, int, int]:
+        """(best move, its score for the side to move, nodes visited). Given a Game, a move back to a position
+        the game has been in (since its last capture or man move) scores as a draw: a side ahead avoids the
+        repetitions that would draw the game, a side behind seeks them."""
+        pos = game.position if isinstance(game, Game) else game
+        legal = pos.legal_moves()
+        if not legal:
+            raise ValueError(f"no legal move in {pos}")
+        draws = repetitions(game, legal) if isinstance(game, Game) else np.zeros(len(legal), dtype=np.int64)
+        s = self._state
+        counters = s["counters"]
+        counters[ab.C_NODES] = 0
+        s["killers"].fill(-1)
+        s["history"] >>= 1
+        if self.seconds is None:
+            counters[ab.C_GENERATION] += 1  # an empty table: the move depends on the position and seed alone
+        order = self._rng.permutation(len(legal)).astype(np.int64)
+        start = time.perf_counter()
+        deadline = start + (self.seconds or 0.0)
+        best_row, best_score = -1, 0
+        for depth in range(1, (self.depth or MAX_TIMED_DEPTH) + 1):
+            budget = _UNLIMITED_NODES
+            if self.seconds is not None and best_row >= 0:
+                # The first iteration always finishes, so that there is a move; later ones stop on the node
+                # budget the time left buys at the rate measured so far.
+                now = time.perf_counter()
+                if now >= deadline:
+                    break
+                budget = max(1, int((deadline - now) * counters[ab.C_NODES] / max(now - start, 1e-6)))
+            score, row, complete = self._iteration(pos, depth, order, budget, draws)
+            if row >= 0:
+                best_row, best_score, self.last_depth = row, score, depth
+            if self.seconds is not None and (not complete or abs(best_score) > ab.WIN_THRESHOLD):
+                break  # out of time, or a forced result: a deeper search would only change its distance
+        return legal[best_row], best_score, int(counters[ab.C_NODES])
+
+
+class DistilledPlayer(AlphaBetaSearchPlayer):
+    """The alpha-beta search with the distilled evaluation (zero.distilled: the shipped file unless given
+    another), to a fixed depth or on the clock (AlphaBetaSearchPlayer)."""
+
+    def __init__(self, depth: int | None = None, seed: int = 0, seconds: float | None = None,
+                 evaluation: DistilledEval | None = None, egdb: Egdb | None = None, tt_bits: int = 20,
+                 use_tt: bool = True, use_ordering: bool = True) -> None:
+        evaluation = evaluation if evaluation is not None else load_distilled()
+        super().__init__("distilled", None, evaluation.arrays, depth, seed, seconds, egdb, tt_bits, use_tt,
+                         use_ordering)
+        self.evaluation = evaluation

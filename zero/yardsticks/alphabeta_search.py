@@ -1,0 +1,418 @@
+"""The alpha-beta search, numba kernels on plain integers and arrays: a negamax with a transposition table,
+move ordering, quiescence and endgame-database leaves, whose quiet leaves are scored by one of two
+evaluations: the classical one (zero.yardsticks.classical_kernels: fitted hand-made features) or the distilled
+one (zero.distilled: a small network learnt from the policy-value network, its accumulators carried down the
+tree and updated by each move's pieces). zero.yardsticks.alphabeta_player is their Python face (the player);
+zero.yardsticks.classical_reference holds the full-width minimax the tests hold the search to.
+
+An evaluation is a tuple (classical weights, W1, B1, W2, B2, W3, B3, W4, B4) (`evaluation_arrays`): the
+distilled network's arrays are empty for the classical evaluation, and the classical weights unused with the
+distilled one. The classical evaluation is in points (P(win) ~ sigmoid(points / its scale)), the distilled
+one in thousandths of a logit.
+
+Search. score(position, depth) for the side to move, negamax:
+  - no legal move: a loss, -(WIN_SCORE - ply), so that a nearer win scores higher;
+  - below the root, no capture for either side and few enough pieces for the database: the database's value,
+    +-(WIN_SCORE - (ply + distance)) (a win in `distance` plies is a win at ply + distance), 0 for a draw;
+  - depth <= 0 and no capture for the side to move: the evaluation (a quiet leaf);
+  - otherwise the best child, one ply less deep. At depth <= 0 every move is a capture (they are
+    compulsory), so this is the quiescence search: an exchange is played out until no capture is pending.
+Draw rules (repetition, no progress) are not seen inside the tree, so a position's value does not depend
+on the path to it; that is what makes the transposition table exact. Only at the root does the game's
+history count: a root move back to a position of the game scores as a draw (search_root's root_draws).
+
+Alpha-beta finds that score with: principal-variation search (null windows after the first move),
+iterative deepening (the caller: zero.yardsticks.classical), a transposition table (entries keyed by the whole
+position, so no collision is ever trusted: the bound, the depth and the best move; a stored bound cuts only
+at the same remaining depth, so a fixed-depth search returns exactly the fixed-depth minimax score, and
+deeper or shallower entries still give their move first), and move ordering (hash move, then captures by
+pieces taken, two killer moves a ply, the history heuristic). Both the table and the ordering can be
+switched off (use_tt, use_ordering) to show that they change nothing but the speed.
+
+The search is iterative with an explicit stack (search_root says how it maps onto the recursion): a
+self-recursive kernel crashed when numba loaded it from its cache (numba 0.68), and compiling one afresh
+costs every process many seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from zero.distilled import kernels as dk
+from zero.endgames.egdb import DRAW_CODE, MAX_DISTANCE, probe_code
+from zero.rules.bitboard import popcount
+from zero.rules.movegen import (
+    BUFFER_ROWS, F_CAPTURED, F_FROM, F_TO, MAX_MOVES, MOVE_FIELDS, can_capture, count_moves, generate, make,
+)
+from zero.yardsticks.classical_kernels import N_FEATURES, evaluate
+
+WIN_SCORE = 1_000_000_000
+INFINITY = 2 * WIN_SCORE
+# Scores beyond this are wins or losses at a known distance (plies), stored in the table relative to the
+# node so that the same position found at another ply gets its own distance.
+WIN_THRESHOLD = WIN_SCORE - 100_000
+MAX_DEPTH = 64
+# Plies a search may reach: the depth, then at most one capture a ply until the pieces run out.
+MAX_PLY = MAX_DEPTH + 26
+
+# Columns of a table entry. A slot holds one position; KEY packs the kings, the side to move and the
+# generation (entries of another generation are absent), so a zero row never matches.
+T_BLACK, T_WHITE, T_KEY, T_SCORE, T_INFO = range(5)
+TT_FIELDS = 5
+EXACT, LOWER, UPPER = 0, 1, 2
+
+# The counters and settings of one search (an int64 array the caller owns).
+C_NODES, C_MAX_NODES, C_ABORTED, C_ROOT_ROW, C_ROOT_SCORE, C_GENERATION, C_USE_TT, C_USE_ORDERING = range(8)
+C_TT_CUTS, C_DB_HITS = 8, 9
+COUNTERS = 10
+
+_HASH_ORDER = 1 << 50
+_CAPTURE_ORDER = 1 << 40
+_KILLER_ORDER = 1 << 30
+
+
+@njit(cache=True, inline="always")
+def _mix(x):
+    """splitmix64's finaliser (wrapping int64 arithmetic)."""
+    x = (x ^ (x >> 30)) * -4658895280553007687
+    x = (x ^ (x >> 27)) * -7723592293110705685
+    return x ^ (x >> 31)
+
+
+@njit(cache=True, inline="always")
+def _slot(black, white, kings, black_to_move, size):
+    h = _mix(black * -7046029254386353131 ^ white * 0x632BE59BD9B4E019 ^ kings * 0x2545F4914F6CDD1D
+             ^ (1 if black_to_move else 0))
+    return h & (size - 1)
+
+
+@njit(cache=True, inline="always")
+def _key(kings, black_to_move, generation):
+    return kings | (np.int64(1 if black_to_move else 0) << 32) | (generation << 33)
+
+
+@njit(cache=True, inline="always")
+def _to_table(score, ply):
+    if score > WIN_THRESHOLD:
+        return score + ply
+    if score < -WIN_THRESHOLD:
+        return score - ply
+    return score
+
+
+@njit(cache=True, inline="always")
+def _from_table(score, ply):
+    if score > WIN_THRESHOLD:
+        return score - ply
+    if score < -WIN_THRESHOLD:
+        return score + ply
+    return score
+
+
+@njit(cache=True)
+def database_value(black, white, kings, black_to_move, ply, tables):
+    """The database's score of a quiet position (neither side can capture) at `ply`, or INFINITY when the
+    database does not hold it."""
+    if popcount(black | white) > tables.max_pieces or can_capture(black, white, kings, not black_to_move):
+        return INFINITY
+    code = probe_code(tables, black, white, kings, black_to_move)
+    if code == DRAW_CODE:
+        return 0
+    if code > MAX_DISTANCE:
+        return INFINITY
+    return WIN_SCORE - (ply + code) if code & 1 else -(WIN_SCORE - (ply + code))
+
+
+# Columns of a search frame, one row a ply (the explicit stack).
+(P_BLACK, P_WHITE, P_KINGS, P_DEPTH, P_ALPHA, P_BETA, P_ALPHA0, P_BEST, P_BEST_ROW, P_COUNT, P_NEXT, P_CAPTURE,
+ P_SLOT, P_USE_TT, P_ROW, P_FULL_WINDOW) = range(16)
+FRAME_FIELDS = 16
+_ENTER, _NEXT, _RETURN = 0, 1, 2
+
+
+@njit(cache=True, inline="always")
+def is_distilled(evaluation):
+    return evaluation[1].shape[0] > 0
+
+
+@njit(cache=True, inline="always")
+def leaf_score(black, white, kings, btm, ply, evaluation, work):
+    """The evaluation's score of a position for the side to move; the distilled one reads the accumulators
+    of the position at `ply` of the search (work[1][ply])."""
+    if not is_distilled(evaluation):
+        return evaluate(black, white, kings, btm, evaluation[0], work[0])
+    return dk.score(dk.forward(work[1][ply], black, white, btm, evaluation[3], evaluation[4], evaluation[5],
+                               evaluation[6], evaluation[7], evaluation[8], work[2], work[3], work[4], work[5]))
+
+
+@njit(cache=True, inline="always")
+def _quiet_value(black, white, kings, btm, ply, counters, evaluation, work, tables):
+    """A quiet leaf's score: the database's where it holds the position, else the evaluation."""
+    if tables.max_pieces > 0:
+        value = database_value(black, white, kings, btm, ply, tables)
+        if value != INFINITY:
+            counters[C_DB_HITS] += 1
+            return value
+    return leaf_score(black, white, kings, btm, ply, evaluation, work)
+
+
+@njit(cache=True)
+def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, history, counters, evaluation, work,
+           tables):
+    """Open the node in frames[ply] (position, depth, window set by its parent). Returns (True, its score)
+    when the node is settled at once (no move, a database position, a quiet leaf, a table cut), else
+    (False, 0) with its moves generated and their ordering keys set."""
+    f = frames[ply]
+    black, white, kings, depth = f[P_BLACK], f[P_WHITE], f[P_KINGS], f[P_DEPTH]
+    counters[C_NODES] += 1
+    if counters[C_NODES] >= counters[C_MAX_NODES]:
+        counters[C_ABORTED] = 1
+        return True, 0
+    buf = moves[ply]
+    if ply > 0 and depth <= 0 and not can_capture(black, white, kings, btm):
+        # A quiet leaf: counting its moves (a few popcounts) is all it needs of them.
+        if count_moves(black, white, kings, btm, True, buf) == 0:
+            return True, -(WIN_SCORE - ply)
+        return True, _quiet_value(black, white, kings, btm, ply, counters, evaluation, work, tables)
+    n = generate(black, white, kings, btm, True, buf)
+    if n == 0:
+        return True, -(WIN_SCORE - ply)
+    capture = buf[0, F_CAPTURED] != 0
+    if not capture and ply > 0 and tables.max_pieces > 0:
+        value = database_value(black, white, kings, btm, ply, tables)
+        if value != INFINITY:
+            counters[C_DB_HITS] += 1
+            return True, value
+
+    use_tt = counters[C_USE_TT] != 0 and depth > 0
+    hash_row = -1
+    slot = 0
+    if use_tt:
+        slot = _slot(black, white, kings, btm, tt.shape[0])
+        if (tt[slot, T_BLACK] == black and tt[slot, T_WHITE] == white
+                and tt[slot, T_KEY] == _key(kings, btm, counters[C_GENERATION])):
+            info = tt[slot, T_INFO]
+            hash_row = (info >> 16) - 1
+            if ply > 0 and info & 0xFF == depth:
+                stored = _from_table(tt[slot, T_SCORE], ply)
+                flag = (info >> 8) & 0xFF
+                if (flag == EXACT or (flag == LOWER and stored >= f[P_BETA])
+                        or (flag == UPPER and stored <= f[P_ALPHA])):
+                    counters[C_TT_CUTS] += 1
+                    return True, stored
+
+    # Ordering keys: the hash move, then captures by pieces taken, then the killers, then history; the root
+    # keeps root_order after its hash move.
+    side = 0 if btm else 1
+    keys = order[ply]
+    seq = rows[ply]
+    for i in range(n):
+        seq[i] = i
+        keys[i] = 0
+    if ply == 0:
+        for rank in range(n):
+            keys[root_order[rank]] = -rank
+    elif counters[C_USE_ORDERING] != 0:
+        for i in range(n):
+            frm = buf[i, F_FROM]
+            to = buf[i, F_TO]
+            key = history[side, frm, to]
+            if capture:
+                key += popcount(buf[i, F_CAPTURED]) * _CAPTURE_ORDER
+            elif frm * 32 + to == killers[ply, 0]:
+                key += 2 * _KILLER_ORDER
+            elif frm * 32 + to == killers[ply, 1]:
+                key += _KILLER_ORDER
+            keys[i] = key
+    if hash_row >= 0:
+        keys[hash_row] = _HASH_ORDER
+    f[P_COUNT] = n
+    f[P_NEXT] = 0
+    f[P_CAPTURE] = capture
+    f[P_SLOT] = slot
+    f[P_USE_TT] = use_tt
+    f[P_ALPHA0] = f[P_ALPHA]
+    f[P_BEST] = -INFINITY
+    f[P_BEST_ROW] = -1
+    return False, 0
+
+
+@njit(cache=True)
+def _open_child(ply, btm, frames, moves, full_window, evaluation, work):
+    """Set up frames[ply + 1] for the child of the move in frames[ply][P_ROW]: a full window, or (principal
+    variation search, after the first move) the null window just above alpha."""
+    f = frames[ply]
+    c = frames[ply + 1]
+    row = f[P_ROW]
+    c[P_BLACK], c[P_WHITE], c[P_KINGS] = make(f[P_BLACK], f[P_WHITE], f[P_KINGS], btm, moves[ply, row, F_FROM],
+                                              moves[ply, row, F_TO], moves[ply, row, F_CAPTURED])
+    if is_distilled(evaluation):
+        dk.update(f[P_BLACK], f[P_WHITE], f[P_KINGS], c[P_BLACK], c[P_WHITE], c[P_KINGS], evaluation[1], work[1][ply],
+                  work[1][ply + 1])
+    c[P_DEPTH] = f[P_DEPTH] - 1
+    c[P_BETA] = -f[P_ALPHA]
+    c[P_ALPHA] = -f[P_BETA] if full_window else -f[P_ALPHA] - 1
+    f[P_FULL_WINDOW] = full_window
+
+
+@njit(cache=True)
+def _child_done(ply, btm, score, frames, moves, killers, history, counters):
+    """Take the score of the child just searched into the node at ply; True when the node is cut off."""
+    f = frames[ply]
+    row = f[P_ROW]
+    if score > f[P_BEST]:
+        f[P_BEST] = score
+        f[P_BEST_ROW] = row
+        if ply == 0:
+            counters[C_ROOT_ROW] = row
+            counters[C_ROOT_SCORE] = score
+        if score > f[P_ALPHA]:
+            f[P_ALPHA] = score
+            if score >= f[P_BETA]:
+                if not f[P_CAPTURE]:
+                    frm = moves[ply, row, F_FROM]
+                    to = moves[ply, row, F_TO]
+                    if killers[ply, 0] != frm * 32 + to:
+                        killers[ply, 1] = killers[ply, 0]
+                        killers[ply, 0] = frm * 32 + to
+                    depth = f[P_DEPTH]
+                    history[0 if btm else 1, frm, to] += depth * depth if depth > 0 else 1
+                return True
+    return False
+
+
+@njit(cache=True)
+def _leave(ply, btm, frames, tt, counters):
+    """Close the node at ply: store its score in the table (as a bound or exact); return the score."""
+    f = frames[ply]
+    best = f[P_BEST]
+    if f[P_USE_TT]:
+        flag = UPPER if best <= f[P_ALPHA0] else LOWER if best >= f[P_BETA] else EXACT
+        slot = f[P_SLOT]
+        tt[slot, T_BLACK] = f[P_BLACK]
+        tt[slot, T_WHITE] = f[P_WHITE]
+        tt[slot, T_KEY] = _key(f[P_KINGS], btm, counters[C_GENERATION])
+        tt[slot, T_SCORE] = _to_table(best, ply)
+        tt[slot, T_INFO] = f[P_DEPTH] | (flag << 8) | ((f[P_BEST_ROW] + 1) << 16)
+    return best
+
+
+@njit(cache=True)
+def search_root(black, white, kings, black_to_move, depth, root_order, root_draws, frames, moves, order, rows, tt,
+                killers, history, counters, evaluation, work, tables):
+    """One iteration: the score of the position to `depth` (module doc) by fail-soft principal-variation
+    alpha-beta with a full window at the root, stopping once counters[C_NODES] reaches counters[C_MAX_NODES].
+
+    frames (MAX_PLY, FRAME_FIELDS): the explicit stack (see the module doc). moves (MAX_PLY, BUFFER_ROWS, MOVE_FIELDS), order and rows
+    (MAX_PLY, MAX_MOVES): each ply's moves, their ordering keys and the order they are searched in. tt
+    (size: a power of two, TT_FIELDS), killers (MAX_PLY, 2) as from * 32 + to, history (2, 32, 32),
+    counters (COUNTERS): the search's state. root_order: the root's moves (rows of generate()'s order) in
+    the order to try them after the hash move. root_draws[row] != 0: that root move repeats a position of
+    the game and scores as a draw, unsearched (the game's history is the root's alone: inside the tree a
+    position's value stays independent of its path, and the root, whose value then is not, is not stored).
+
+    Returns (score for the side to move, the best root move's row or -1, complete). A search stopped early
+    returns the best of the root moves it finished (row -1 when none).
+
+    The loop is the recursion written out. A node is opened (_enter: settled at once, or its moves
+    ordered); its children are searched one by one (_open_child), the first with the node's window and the
+    others with a null window, re-searched with the full one when they land inside it; each child's score
+    comes back negated (_child_done) until the moves run out or one reaches beta; then the node closes
+    (_leave) and its score goes to its parent.
+    """
+    counters[C_ABORTED] = 0
+    counters[C_ROOT_ROW] = -1
+    counters[C_ROOT_SCORE] = -INFINITY
+    f = frames[0]
+    f[P_BLACK], f[P_WHITE], f[P_KINGS], f[P_DEPTH] = black, white, kings, depth
+    f[P_ALPHA], f[P_BETA] = -INFINITY, INFINITY
+    if is_distilled(evaluation):
+        dk.refresh(black, white, kings, evaluation[1], evaluation[2], work[1][0])
+    ply = 0
+    value = 0
+    step = _ENTER
+    while True:
+        btm = black_to_move if ply % 2 == 0 else not black_to_move
+        if step == _ENTER:
+            settled, value = _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, history,
+                                    counters, evaluation, work, tables)
+            step = _RETURN if settled else _NEXT
+            if ply == 0 and not settled:
+                for row in range(frames[0, P_COUNT]):
+                    if root_draws[row]:
+                        frames[0, P_USE_TT] = 0
+        elif step == _NEXT:
+            f = frames[ply]
+            k = f[P_NEXT]
+            if k < f[P_COUNT]:
+                # Selection sort, one step a move: most moves of a cut node are never reached.
+                keys = order[ply]
+                seq = rows[ply]
+                top = k
+                for j in range(k + 1, f[P_COUNT]):
+                    if keys[seq[j]] > keys[seq[top]]:
+                        top = j
+                seq[k], seq[top] = seq[top], seq[k]
+                f[P_ROW] = seq[k]
+                f[P_NEXT] = k + 1
+                if ply == 0 and root_draws[seq[k]]:
+                    _child_done(0, btm, 0, frames, moves, killers, history, counters)  # (no cut: beta is infinite)
+                else:
+                    _open_child(ply, btm, frames, moves, k == 0, evaluation, work)
+                    ply += 1
+                    step = _ENTER
+            else:
+                value = _leave(ply, btm, frames, tt, counters)
+                step = _RETURN
+        else:  # _RETURN: value is the score of the node at ply
+            if counters[C_ABORTED] != 0:
+                return counters[C_ROOT_SCORE], counters[C_ROOT_ROW], False
+            if ply == 0:
+                return value, counters[C_ROOT_ROW], True
+            ply -= 1
+            btm = not btm
+            f = frames[ply]
+            score = -value
+            if not f[P_FULL_WINDOW] and f[P_ALPHA] < score < f[P_BETA]:
+                _open_child(ply, btm, frames, moves, True, evaluation, work)  # the null window failed high: search it again
+                ply += 1
+                step = _ENTER
+            elif _child_done(ply, btm, score, frames, moves, killers, history, counters):
+                value = _leave(ply, btm, frames, tt, counters)
+            else:
+                step = _NEXT
+
+
+def evaluation_arrays(classical_weights: np.ndarray | None = None, distilled: tuple | None = None) -> tuple:
+    """The evaluation tuple of the kernels (module doc): the classical weights, or the distilled network's arrays
+    (zero.distilled.model.DistilledEval.arrays)."""
+    if (classical_weights is None) == (distilled is None):
+        raise ValueError("an evaluation is the classical weights or the distilled network, one of them")
+    if distilled is None:
+        return (np.asarray(classical_weights, np.int64), np.zeros((0, 1), np.int16), np.zeros(1, np.int16),
+                *(np.zeros((1, 1, 1), np.float32), np.zeros((1, 1), np.float32)) * 3)
+    return (np.zeros(N_FEATURES, np.int64), *distilled)
+
+
+def new_work(evaluation: tuple) -> tuple:
+    """The evaluation's work arrays: the classical features' scratch, the distilled network's accumulators
+    (one pair a ply) and its layers' activations."""
+    w1, w2, w3 = evaluation[1], evaluation[3], evaluation[5]
+    return (np.zeros(N_FEATURES, np.int64), np.zeros((MAX_PLY, 2, w1.shape[1]), np.int16),
+            np.zeros(2 * w1.shape[1], np.float32), np.zeros(w2.shape[1], np.float32), np.zeros(w3.shape[1], np.float32),
+            np.zeros(1, np.float32))
+
+
+def new_state(tt_bits: int) -> dict[str, np.ndarray]:
+    """The arrays one search works in (a player keeps them between moves)."""
+    return {
+        "frames": np.zeros((MAX_PLY, FRAME_FIELDS), dtype=np.int64),
+        "moves": np.zeros((MAX_PLY, BUFFER_ROWS, MOVE_FIELDS), dtype=np.int64),
+        "order": np.zeros((MAX_PLY, MAX_MOVES), dtype=np.int64),
+        "rows": np.zeros((MAX_PLY, MAX_MOVES), dtype=np.int64),
+        "tt": np.zeros((1 << tt_bits, TT_FIELDS), dtype=np.int64),
+        "killers": np.full((MAX_PLY, 2), -1, dtype=np.int64),
+        "history": np.zeros((2, 32, 32), dtype=np.int64),
+        "counters": np.zeros(COUNTERS, dtype=np.int64),
+    }
