@@ -17,9 +17,11 @@ import errno
 import hashlib
 import io
 import json
+import logging
 import math
 import os
 import platform
+import stat
 import subprocess
 import sys
 import time
@@ -349,6 +351,41 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def notify(message: str) -> None:
+    """One line to the user on stderr (stdout may carry a protocol, as the engine's does); in a process that
+    logs (the loop's roles, whose stderr reaches the loop's console) time-stamped like its log lines."""
+    if logging.getLogger().handlers:
+        message = f"{logging.Formatter().formatTime(logging.makeLogRecord({}))} {message}"
+    print(message, file=sys.stderr, flush=True)
+
+
+class UnusableFile(Exception):
+    """A file that is there but must not be read (a link, a FIFO, a device, a directory, too large); the
+    message says why."""
+
+
+def read_bounded(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of the regular file at path, at most `limit` of them (the most that `what`, the file's kind,
+    can hold). A derived or downloaded file is anyone's file: no link is followed, so no FIFO blocks the read
+    and no /dev/zero fills the memory. Raises FileNotFoundError when there is none, UnusableFile otherwise."""
+    try:
+        # O_NONBLOCK: opening a FIFO waits for a writer otherwise, before fstat could refuse it.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnusableFile("a symbolic link, not a file") from None
+        raise
+    # fstat before fdopen: fdopen refuses a directory itself, naming the descriptor's number as the file
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnusableFile("not a regular file")
+    with os.fdopen(fd, "rb") as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise UnusableFile(f"larger than {what} can be ({limit} bytes)")
+    return data
 
 
 def append_whole(out: io.RawIOBase, data: bytes) -> None:
