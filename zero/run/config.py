@@ -401,8 +401,10 @@ def append_whole(out: io.RawIOBase, data: bytes) -> None:
         raise
 
 
-# Errors of the disk, not of the program: they recur until someone frees space or picks a writable place.
-DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM})
+# Errors of the disk, not of the program: they recur until someone frees space, picks a writable place or
+# moves the directory that stands where a file is to be written.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM,
+                         errno.EISDIR})
 
 
 def disk_problem(exc: BaseException) -> str | None:
@@ -413,5 +415,7 @@ def disk_problem(exc: BaseException) -> str | None:
     if exc.errno in (errno.EACCES, errno.EPERM) and not exc.filename:
         return None  # refused something other than a file (a signal, a socket): not the disk
     verb = "use" if exc.errno in (errno.EACCES, errno.EPERM) else "write"
-    where = f" {exc.filename}" if exc.filename else ""
+    # A rename names its temporary source first; the file the user knows is its target.
+    target = exc.filename2 or exc.filename
+    where = f" {target}" if target else ""
     return f"cannot {verb}{where}: {exc.strerror}"
