@@ -41,7 +41,7 @@ from zero.net.checkpoint import (DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
 from zero.net.inference import Evaluator
 from zero.rules.game import RulesConfig
 from zero.run.config import (MOST_GAMES, MOST_PROCESSES, MOST_SEED, atomic_write_bytes, check_settings, code_version,
-                             file_sha256, setting)
+                             file_sha256, notify, setting)
 from zero.run.data import REPOSITORY
 from zero.run.rundir import RunDir
 
@@ -101,20 +101,21 @@ def equal_time(candidate: Checkpoint, shipped: Checkpoint) -> bool:
     return candidate.net_config != shipped.net_config
 
 
-def head_to_head(candidate: Path, shipped: Path, cfg: ShipConfig, progress: bool = False) -> MatchResult:
+def head_to_head(candidate: Checkpoint, shipped: Checkpoint, cfg: ShipConfig, progress: bool = False) -> MatchResult:
     """The candidate (player A) against the shipped network over the ballot, at equal search or, for
-    networks of different shapes, at equal time."""
+    networks of different shapes, at equal time. At equal search the networks play with the weights loaded
+    here; at equal time the match's processes load the files when they start."""
     openings = load_ballot(cfg.openings)
-    if equal_time(load_checkpoint(candidate), load_checkpoint(shipped)):
+    if equal_time(candidate, shipped):
         if cfg.games:
             openings = openings[:(cfg.games + 1) // 2]
-        specs = [f"mcts:{path}:t{cfg.seconds:g}" for path in (candidate, shipped)]
+        specs = [f"mcts:{network.path}:t{cfg.seconds:g}" for network in (candidate, shipped)]
         return play_split_match(*specs, openings, cfg.processes, cfg.seed, progress=progress)
     search = GatingConfig().search
-    players = [NetworkPlayer(f"{role}:{path.stem}",
-                             CachedEvaluator(Evaluator.from_checkpoint(path), MATCH_CACHE_POSITIONS), cfg.simulations,
-                             search)
-               for role, path in (("candidate", candidate), ("shipped", shipped))]
+    players = [NetworkPlayer(f"{role}:{network.path.stem}",
+                             CachedEvaluator(Evaluator(network.build_network(), source=network.path),
+                                             MATCH_CACHE_POSITIONS), cfg.simulations, search)
+               for role, network in (("candidate", candidate), ("shipped", shipped))]
     return play_match(*players, openings, RulesConfig(), seed=cfg.seed, games=cfg.games or None,
                       parallel=cfg.parallel_games, progress=progress)
 
@@ -125,10 +126,12 @@ def ship(candidate_name: str | Path, cfg: ShipConfig, shipped: Path = DEFAULT_CH
     CheckpointError for a candidate that is no checkpoint or run; ValueError for one that is shipped already."""
     cfg.validate()
     candidate = resolve_checkpoint(candidate_name)
-    network = load_checkpoint(candidate)
-    if weights_sha256(network.state_dict) == weights_sha256(load_checkpoint(shipped).state_dict):
+    # Loaded once: the match plays these weights and the record names these bytes, whatever happens to the
+    # file meanwhile.
+    network, predecessor = load_checkpoint(candidate), load_checkpoint(shipped)
+    if weights_sha256(network.state_dict) == weights_sha256(predecessor.state_dict):
         raise ValueError(f"{candidate} holds the weights of the shipped network {shipped}")
-    result = head_to_head(candidate, shipped, cfg, progress)
+    result = head_to_head(network, predecessor, cfg, progress)
     full = len(result.games) == len(match_schedule(load_ballot(cfg.openings)))
     outcome = ShipOutcome(result, full, full and result.elo_ci95[0] > 0)
     if outcome.promoted:
@@ -141,15 +144,18 @@ def install(candidate: Path, network: Checkpoint, shipped: Path, result: MatchRe
     card; returns the card's new text for the link."""
     predecessor = load_checkpoint(shipped)
     link = predecessor.provenance.get("ship", {}).get("link", FIRST_LINK) + 1
+    if not _same_file(candidate, network.file_sha256):
+        notify(f"{candidate} was replaced or removed during the match: shipping the network loaded at its start "
+               f"(sha256 {network.file_sha256})")
     run = network.provenance.get("run")
     summary = run_summary(Path(run)) if run and RunDir(run).made(network.provenance) else None
     budget = ({"seconds": cfg.seconds} if equal_time(network, predecessor) else {"simulations": cfg.simulations})
     match = {"games": len(result.games), "wins": result.wins, "draws": result.draws, "losses": result.losses,
              "score": result.score, "elo": result.elo, "elo_ci95": list(result.elo_ci95),
              "pairs": result.pentanomial(), **budget, "seed": cfg.seed, "openings": cfg.openings}
-    record = {"link": link, "candidate": str(candidate.resolve()), "candidate_sha256": file_sha256(candidate),
+    record = {"link": link, "candidate": str(candidate.resolve()), "candidate_sha256": network.file_sha256,
               "candidate_code_version": network.code_version, "candidate_created": network.created,
-              "predecessor_sha256": file_sha256(shipped), "predecessor_step": predecessor.step, "match": match,
+              "predecessor_sha256": predecessor.file_sha256, "predecessor_step": predecessor.step, "match": match,
               "oca_test": raw_policy_on_test_split(network, cfg.oca_dataset), "code_version": code_version()}
     save_checkpoint(shipped, net=network.build_network(), net_config=network.net_config, step=network.step,
                     parent=str(candidate.resolve()), ratings=network.ratings, metrics=network.metrics,
@@ -159,6 +165,13 @@ def install(candidate: Path, network: Checkpoint, shipped: Path, result: MatchRe
     text = card.read_text() if card.exists() else f"# The shipped network: `{shipped.name}`\n"
     atomic_write_bytes(card, (text.rstrip("\n") + "\n\n" + entry).encode())
     return entry
+
+
+def _same_file(path: Path, sha256: str | None) -> bool:
+    try:
+        return file_sha256(path) == sha256
+    except OSError:
+        return False
 
 
 def raw_policy_on_test_split(network: Checkpoint, dataset: str) -> dict | None:
