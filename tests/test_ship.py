@@ -183,9 +183,13 @@ def shipped(tmp_path) -> Path:
 
 
 @pytest.fixture
-def ballot(tmp_path) -> str:
+def ballot(tmp_path, monkeypatch) -> str:
+    """A ballot of three openings that stands in for the whole one (the rule's 288 games are minutes)."""
+    from train.shipping import ship as shipping
+
     path = tmp_path / "ballot.txt"
     path.write_text("11-15 23-19 8-11\n9-13 22-18 10-14\n10-15 21-17 11-16\n")
+    monkeypatch.setattr(shipping, "BALLOT_GAMES", 6)
     return str(path)
 
 
@@ -266,6 +270,24 @@ def test_what_is_shipped_and_recorded_is_the_candidate_as_loaded(tmp_path, shipp
     assert f"sha256 `{loaded_sha[:16]}" in (shipped.parent / "README.md").read_text()
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{candidate} was replaced or removed during the match" in err, err
+
+
+def test_a_short_ballot_file_never_ships_and_no_infinite_elo_is_printed(tmp_path, shipped, monkeypatch):
+    # Before: `--set openings=EIGHT_OPENINGS.txt` promoted after 16 games, "Elo +inf (95 % CI +inf .. +inf)".
+    from train.shipping import ship as shipping
+
+    short = tmp_path / "eight.txt"
+    short.write_text("11-15 23-19 8-11\n9-13 22-18 10-14\n10-15 21-17 11-16\n11-15 22-18 15x22\n"
+                     "9-14 22-18 5-9\n11-16 22-18 16-19\n10-14 22-17 11-15\n9-13 21-17 5-9\n")
+    before = shipped.read_bytes()
+    monkeypatch.setattr(shipping, "head_to_head", won_while(lambda path: None))
+    outcome = ship(tiny_checkpoint(tmp_path / "candidate.pt", 7), ShipConfig(openings=str(short), oca_dataset=""),
+                   shipped)
+    assert outcome.result.wins == len(outcome.result.games) == 16
+    assert not outcome.full_ballot and not outcome.promoted and shipped.read_bytes() == before
+    assert "quick look of 16 games" in outcome.verdict() and "at least 288 games" in outcome.verdict()
+    printed = outcome.result.summary() + "\n" + outcome.verdict()
+    assert "inf" not in printed and "Elo difference no finite estimate" in printed, printed
 
 
 def test_the_card_records_the_chain_of_runs_behind_a_shipped_network(tmp_path, source_run, shipped, ballot):

@@ -2,8 +2,8 @@
 
 The rule: the candidate plays the shipped network over the whole ACF 3-move ballot (144 openings, each with
 both colours: 288 games), and replaces it only when the lower bound of the 95 % Elo interval (train.arena.match,
-over opening pairs) lies above 0. A run of fewer games is a quick look and never ships. Like is compared
-with like:
+over opening pairs) lies above 0. A run of fewer games (`--games`, or a ballot file of fewer openings) is a
+quick look and never ships. Like is compared with like:
 - two networks of one shape play at equal search (both `mcts` players at the same simulations, gating's
   search settings, in lockstep, as `checkers-zero match mcts:A:64 mcts:B:64` plays it);
 - networks of different shapes play at equal time (`seconds` a move each, one core each, the ballot split
@@ -21,6 +21,7 @@ predecessor.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,8 @@ from selfplay.actors.actor import MAX_GAMES_IN_FLIGHT, load_ballot
 from selfplay.tree_search.evaluators import CachedEvaluator
 from selfplay.tree_search.search import MOST_SIMULATIONS
 from train.arena.gating import GatingConfig
-from train.arena.match import MATCH_CACHE_POSITIONS, MatchResult, NetworkPlayer, format_elo, match_schedule, play_match
+from train.arena.match import (MATCH_CACHE_POSITIONS, MatchResult, NetworkPlayer, format_elo, format_elo_interval,
+                               match_schedule, play_match)
 from train.arena.split_match import play_split_match
 from train.learner.pretrain import predict, split_metrics
 from train.learner.pretrain_dataset import open_dataset
@@ -47,6 +49,10 @@ from zero.run.rundir import RunDir
 
 # The link of the chain a shipped network is when its file records none: the pretrained network.
 FIRST_LINK = 1
+# The games the rule needs: the ACF 3-move ballot's 144 openings with both colours. A ballot file of fewer
+# (a few openings' file, `--set openings=...`) is a quick look however it is named: a handful of won pairs
+# has a spread of 0 and an interval that says nothing.
+BALLOT_GAMES = 288
 
 
 @dataclass
@@ -83,13 +89,14 @@ class ShipOutcome:
     entry: str = ""  # the model card's new link (when promoted)
 
     def verdict(self) -> str:
-        low = format_elo(self.result.elo_ci95[0])
+        low = self.result.elo_ci95[0]
+        bound = f"is {format_elo(low)}" if math.isfinite(low) else "is not finite"
         if self.promoted:
-            return f"shipped: the lower bound of the Elo interval is {low}, above 0"
+            return f"shipped: the lower bound of the Elo interval {bound}, above 0"
         if not self.full_ballot:
             return (f"nothing shipped: a quick look of {len(self.result.games)} games (the rule needs the whole "
-                    f"ballot; lower bound {low})")
-        return f"nothing shipped: the lower bound of the Elo interval is {low}, not above 0"
+                    f"ballot, at least {BALLOT_GAMES} games; the lower bound {bound})")
+        return f"nothing shipped: the lower bound of the Elo interval {bound}, not above 0"
 
 
 def model_card(shipped: Path) -> Path:
@@ -132,7 +139,8 @@ def ship(candidate_name: str | Path, cfg: ShipConfig, shipped: Path = DEFAULT_CH
     if weights_sha256(network.state_dict) == weights_sha256(predecessor.state_dict):
         raise ValueError(f"{candidate} holds the weights of the shipped network {shipped}")
     result = head_to_head(network, predecessor, cfg, progress)
-    full = len(result.games) == len(match_schedule(load_ballot(cfg.openings)))
+    schedule = len(match_schedule(load_ballot(cfg.openings)))
+    full = len(result.games) == schedule >= BALLOT_GAMES
     outcome = ShipOutcome(result, full, full and result.elo_ci95[0] > 0)
     if outcome.promoted:
         outcome.entry = install(candidate, network, shipped, result, cfg)
@@ -209,7 +217,7 @@ def card_entry(shipped: Path, network: Checkpoint, record: dict, summary: dict |
         f"step {record['predecessor_step']:,}): {match['games']} games of `{card_path(match['openings'])}` at "
         f"{_budget(match)} each, seed {match['seed']}: +{match['wins']} ={match['draws']} "
         f"-{match['losses']}, score {match['score']:.3f}, Elo {format_elo(match['elo'])} (95 % CI "
-        f"{format_elo(low)} .. {format_elo(high)}); pairs by the candidate's points 0/0.5/1/1.5/2: "
+        f"{format_elo_interval(low, high)}); pairs by the candidate's points 0/0.5/1/1.5/2: "
         f"{'/'.join(str(c) for c in match['pairs'])}.",
         _raw_policy(record.get("oca_test")),
     ]
