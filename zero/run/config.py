@@ -52,6 +52,9 @@ MOST_THREADS = 1024  # threads of one process: likewise
 MOST_STEPS = 10**9  # training steps: past any run's time on any machine
 MOST_GAMES = 10**6  # games or pairs of one match or tuning run, whose schedule and results are held in memory
 MOST_POSITIONS = 10**9  # positions a replay window holds or a run waits for: past any replay store
+# Seconds a player may be given for a move, or a game clock at its start or as its increment: an hour, past
+# any match a machine plays, and finite (a match of players on a clock of 1e308 s never ends).
+MOST_MOVE_SECONDS = 3600.0
 
 
 class ConfigError(ValueError):
