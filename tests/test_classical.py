@@ -351,6 +351,26 @@ def test_the_fit_command(tmp_path, capsys):
     assert main(["classical", "fit", "--pdn", str(pdn), "--every", "0"]) == 2
 
 
+def test_the_fit_command_replaces_the_tracked_weights_only_when_told(tmp_path, capsys, monkeypatch):
+    # Before: `checkers-zero classical fit`, as the docs listed it, overwrote checkpoints/classical_eval.json.
+    from play.cli.main import main
+    from zero.yardsticks import classical
+
+    tracked = tmp_path / "checkpoints" / "classical_eval.json"
+    tracked.parent.mkdir()
+    tracked.write_bytes(classical.DEFAULT_EVAL.read_bytes())
+    monkeypatch.setattr(classical, "DEFAULT_EVAL", tracked)
+    pdn = tmp_path / "games.pdn"
+    _small_pdn(pdn, 12)
+    before = tracked.read_bytes()
+    assert main(["classical", "fit", "--pdn", str(pdn), "--every", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "give --out FILE to fit elsewhere, or --force" in err, err
+    assert tracked.read_bytes() == before
+    assert main(["classical", "fit", "--pdn", str(pdn), "--every", "2", "--force"]) == 0
+    assert tracked.read_bytes() != before and load_eval(tracked).meta["command"].endswith("--every 2 --force")
+
+
 # ---- the player spec -------------------------------------------------------------------------------
 
 

@@ -279,6 +279,67 @@ def test_corrupt_truncated_or_missing_files_give_a_clear_error(tmp_path):
     assert main(["egdb", "probe", "W:W21:B1", "--dir", str(tmp_path)]) == 2
 
 
+def _in_time(call, fifo: Path, seconds: float = 60.0):
+    """call() in a thread, failing the test when it does not return in time (a FIFO's reader waits for a
+    writer for ever: it is given one then, so that the thread ends)."""
+    import threading
+
+    outcome: dict = {}
+    worker = threading.Thread(target=lambda: outcome.update(value=call()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        if fifo.is_fifo():
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(seconds)
+        pytest.fail(f"reading {fifo} did not return in {seconds:g} s")
+    return outcome["value"]
+
+
+@pytest.mark.parametrize("plant, reason", [
+    (lambda path: path.symlink_to("/dev/zero"), "a symbolic link, not a file"),
+    (lambda path: os.mkfifo(path), "not a regular file"),
+], ids=["link-to-dev-zero", "fifo"])
+def test_a_slice_that_is_no_file_is_named_never_read_and_solved_again(tmp_path, capsys, monkeypatch, plant, reason):
+    # Before: `egdb probe` said the database "is not in DIR; build it", players fell back to a smaller database
+    # without a word, and `egdb build` read a link to /dev/zero until the memory ran out (a FIFO: for ever).
+    from zero.endgames import egdb_build
+
+    build(3, tmp_path, progress=False)
+    intact = load(3, tmp_path).tables.codes.copy()
+    bad = slice_path(tmp_path, (1, 0, 1, 1))
+    bad.unlink()
+    plant(bad)
+    assert _in_time(lambda: main(["egdb", "probe", "W:WK6,K9:BK15", "--dir", str(tmp_path)]), bad) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{bad}: {reason}" in err and "rebuild it: checkers-zero egdb build --pieces 3" in err
+    # A player asking for the largest database says that it plays with a smaller one, and why.
+    monkeypatch.setattr(egdb_build, "QUICK_PIECES", 2)
+    db = _in_time(lambda: egdb_build.largest_available(tmp_path, most=3), bad)
+    err = capsys.readouterr().err
+    assert db.max_pieces == 2
+    assert err.count("\n") == 1 and "the 3-piece endgame database is unusable" in err and reason in err, err
+    monkeypatch.undo()
+    assert _in_time(lambda: main(["egdb", "build", "--pieces", "3", "--out", str(tmp_path), "--no-progress"]),
+                    bad) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith(f"{bad}: {reason}: solving it again\n"), err
+    assert bad.is_file() and not bad.is_symlink()
+    assert np.array_equal(load(3, tmp_path).tables.codes, intact)
+
+
+def test_a_database_there_in_part_is_not_dropped_without_a_word(tmp_path, capsys, monkeypatch):
+    # Before: a larger database with a slice missing was passed over for a smaller one in silence.
+    from zero.endgames import egdb_build
+
+    build(3, tmp_path, progress=False)
+    slice_path(tmp_path, (1, 0, 1, 1)).unlink()
+    monkeypatch.setattr(egdb_build, "QUICK_PIECES", 2)
+    assert egdb_build.largest_available(tmp_path, most=3).max_pieces == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the 3-piece endgame database" in err and "incomplete" in err, err
+
+
 def test_build_resumes_by_slice(tmp_path):
     first = build(3, tmp_path, progress=False)
     removed = slice_path(tmp_path, (1, 0, 1, 1))

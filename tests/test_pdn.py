@@ -409,6 +409,13 @@ def test_cli_missing_file(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
+def test_cli_a_directory_is_named_as_one(tmp_path, capsys):
+    # Before: "no such file" for a folder that is there.
+    assert main(["pdn", "check", "--no-progress", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: a directory, not a PDN file: {tmp_path}\n", err
+
+
 @pytest.mark.slow
 def test_oca_archive_all_valid():
     path = data_file("OCA_2.0.pdn")

@@ -56,7 +56,7 @@ def test_mcts_spec_plays_a_match_in_lockstep(tiny_checkpoint):
     assert player.evaluator.hits > 0
     with pytest.raises(PlayerSpecError):
         make_player(f"mcts:{tiny_checkpoint.parent / 'missing.pt'}:20")
-    with pytest.raises(PlayerSpecError, match="at least 1 simulation"):
+    with pytest.raises(PlayerSpecError, match="1 to 1,000,000 simulations"):
         make_player(f"mcts:{tiny_checkpoint}:0")
 
 
@@ -243,3 +243,28 @@ def test_players_that_send_a_few_positions_a_call_run_their_network_on_one_threa
         assert threads(make_player(f"mcts:{tiny_checkpoint}:8")) == [2, 2]
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("alphabeta:1000000", "alpha-beta needs a depth of 1 to 40 plies"),
+    ("ab99999999999999999999", "alpha-beta needs a depth of 1 to 40 plies"),
+    ("alphabeta:t1e308", "at most 3600 s"),
+    ("classical:t1e308", "at most 3600 s"),
+    ("mcts:t1e308", "mcts on the clock needs a time above 0 and at most 3600 s"),
+    ("mcts:t1e308+0", "a game clock's base and increment are at most 3600 s each"),
+    ("mcts:2000000", "mcts needs 1 to 1,000,000 simulations"),
+    ("mcts:10:dbleaves6:dbleaves4", "names :dbleaves twice"),
+    ("mcts:10:db:dbleaves", "one database option a player"),
+    ("mcts:10:book:book", "names :book twice"),
+    ("mcts:10:c_puct=1:c_puct=2", "sets c_puct twice"),
+])
+def test_a_spec_no_machine_can_hold_or_naming_an_option_twice_is_refused_in_one_line(tmp_path, capsys, spec, message):
+    # Before: alphabeta:1000000 tried to allocate 38.7 GiB (a traceback), ab99999999999999999999 was a ValueError
+    # traceback, mcts:t1e308 was accepted and its match never ended, and of :dbleaves6:dbleaves4 one silently won.
+    from play.cli.main import main
+
+    ballot = tmp_path / "ballot.txt"
+    ballot.write_text("11-15 23-19 8-11\n")
+    assert main(["match", spec, "random", "--openings", str(ballot), "--games", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err

@@ -287,6 +287,19 @@ def test_float32_is_there_when_asked_for(tiny):
         Evaluator.from_checkpoint(tiny, "cpu", precision="int4")
 
 
+def test_a_directory_at_the_int8_cache_path_is_named_as_one(tiny, capsys):
+    # Before: "the cached int8 model ... is [Errno 21] Is a directory: 6: rebuilding it", the 6 a file descriptor.
+    reference, _ = derive(tiny, capsys)
+    cached = quantized.cache_path(tiny)
+    cached.unlink()
+    cached.mkdir()
+    rebuilt, said = derive_in_time(tiny, capsys)
+    assert f"the cached int8 model {cached} is not a regular file: rebuilding it" in said, said
+    assert "Errno" not in said, said
+    planes = np.stack([encode_game(Game())] * 2)
+    np.testing.assert_array_equal(reference.evaluate(planes)[1], rebuilt.evaluate(planes)[1])
+
+
 def test_a_notice_in_a_process_that_logs_is_time_stamped_like_its_log_lines(capsys):
     # Before: the loop's console showed "deriving the int8 model ..." among time-stamped lines, without one.
     import logging

@@ -145,6 +145,29 @@ def test_a_damaged_chunk_is_refused_in_one_line_naming_it(data, teacher, damage)
         assert str(refused.value).startswith(str(chunk)) and "\n" not in str(refused.value)
 
 
+def test_a_store_without_its_zarr_json_is_refused_never_started_again(data, teacher, monkeypatch, capsys):
+    # Before: `pretrain label` started a new store in the same place (the labels gone) and exited 0, while
+    # training refused the store.
+    from zero.endgames import egdb_build
+
+    monkeypatch.setattr(egdb_build, "largest_available", lambda *args, **kwargs: NO_DATABASE)
+    args = build_parser().parse_args(["pretrain", "label", "--data", str(data.path), "--teacher", str(teacher),
+                                      "--simulations", "8", "--positions", "3", "--quiet",
+                                      "--set", "games_in_flight=2"])
+    assert cli_run(args) == 0
+    path = next(p for p in (data.path / "search-labels").iterdir() if p.is_dir())
+    (path / "zarr.json").unlink()
+    kept = sorted(p.relative_to(path) for p in path.rglob("*"))
+    capsys.readouterr()
+    assert cli_run(args) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path / 'zarr.json'}: missing" in err, err
+    assert sorted(p.relative_to(path) for p in path.rglob("*")) == kept  # nothing written over
+    with pytest.raises(LabelError) as refused:
+        read_labels(path)
+    assert str(refused.value).startswith(f"{path / 'zarr.json'}: missing") and "\n" not in str(refused.value)
+
+
 def test_a_second_labeller_of_the_store_is_refused(data, teacher):
     path = _label(data, teacher, positions=1).path
     made_by = read_labels(path).made_by

@@ -183,9 +183,13 @@ def shipped(tmp_path) -> Path:
 
 
 @pytest.fixture
-def ballot(tmp_path) -> str:
+def ballot(tmp_path, monkeypatch) -> str:
+    """A ballot of three openings that stands in for the whole one (the rule's 288 games are minutes)."""
+    from train.shipping import ship as shipping
+
     path = tmp_path / "ballot.txt"
     path.write_text("11-15 23-19 8-11\n9-13 22-18 10-14\n10-15 21-17 11-16\n")
+    monkeypatch.setattr(shipping, "BALLOT_GAMES", 6)
     return str(path)
 
 
@@ -230,6 +234,62 @@ def test_a_quick_look_never_ships_and_the_shipped_network_is_no_candidate(shippe
         ship(shipped, ShipConfig(openings=ballot), shipped)
 
 
+def won_while(change):
+    """A stand-in for the promotion match that the candidate wins (material alpha-beta against random moves,
+    every game of the ballot), during which `change(candidate)` happens to the candidate's file."""
+    from train.arena.match import play_match
+    from selfplay.actors.actor import load_ballot
+    from zero.rules.game import RulesConfig
+    from zero.yardsticks.players import AlphaBetaPlayer, RandomPlayer
+
+    def match(candidate, shipped, cfg, progress=False):
+        change(getattr(candidate, "path", candidate))  # a Checkpoint, or (before) its path
+        return play_match(AlphaBetaPlayer(3), RandomPlayer(0), load_ballot(cfg.openings), RulesConfig(),
+                          seed=cfg.seed)
+
+    return match
+
+
+@pytest.mark.parametrize("change", ["replaced", "removed"])
+def test_what_is_shipped_and_recorded_is_the_candidate_as_loaded(tmp_path, shipped, ballot, monkeypatch, capsys,
+                                                                  change):
+    # Before: a candidate file replaced during the match was recorded by the replacement's sha256 (hashed again
+    # after the match), and one removed threw the won match away with "No such file".
+    from train.shipping import ship as shipping
+
+    candidate = tiny_checkpoint(tmp_path / "candidate.pt", 7)
+    loaded_sha, loaded = file_sha256(candidate), load_checkpoint(candidate)
+    replacement = tiny_checkpoint(tmp_path / "replacement.pt", 8)
+    act = {"replaced": lambda path: shutil.copyfile(replacement, path), "removed": lambda path: path.unlink()}
+    monkeypatch.setattr(shipping, "head_to_head", won_while(act[change]))
+    outcome = ship(candidate, ShipConfig(openings=ballot, oca_dataset=""), shipped)
+    assert outcome.promoted
+    new = load_checkpoint(shipped)
+    assert new.provenance["ship"]["candidate_sha256"] == loaded_sha
+    assert weights_sha256(new.state_dict) == weights_sha256(loaded.state_dict)
+    assert f"sha256 `{loaded_sha[:16]}" in (shipped.parent / "README.md").read_text()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{candidate} was replaced or removed during the match" in err, err
+
+
+def test_a_short_ballot_file_never_ships_and_no_infinite_elo_is_printed(tmp_path, shipped, monkeypatch):
+    # Before: `--set openings=EIGHT_OPENINGS.txt` promoted after 16 games, "Elo +inf (95 % CI +inf .. +inf)".
+    from train.shipping import ship as shipping
+
+    short = tmp_path / "eight.txt"
+    short.write_text("11-15 23-19 8-11\n9-13 22-18 10-14\n10-15 21-17 11-16\n11-15 22-18 15x22\n"
+                     "9-14 22-18 5-9\n11-16 22-18 16-19\n10-14 22-17 11-15\n9-13 21-17 5-9\n")
+    before = shipped.read_bytes()
+    monkeypatch.setattr(shipping, "head_to_head", won_while(lambda path: None))
+    outcome = ship(tiny_checkpoint(tmp_path / "candidate.pt", 7), ShipConfig(openings=str(short), oca_dataset=""),
+                   shipped)
+    assert outcome.result.wins == len(outcome.result.games) == 16
+    assert not outcome.full_ballot and not outcome.promoted and shipped.read_bytes() == before
+    assert "quick look of 16 games" in outcome.verdict() and "at least 288 games" in outcome.verdict()
+    printed = outcome.result.summary() + "\n" + outcome.verdict()
+    assert "inf" not in printed and "Elo difference no finite estimate" in printed, printed
+
+
 def test_the_card_records_the_chain_of_runs_behind_a_shipped_network(tmp_path, source_run, shipped, ballot):
     """A run that continued another: its best shipped (install, as after a won match), and the card's link
     names both runs with their settings, code versions, games and positions, the trainer steps, the parent
@@ -241,7 +301,7 @@ def test_the_card_records_the_chain_of_runs_behind_a_shipped_network(tmp_path, s
     (tmp_path / "expert.pdn").write_text(EXPERT_PDN)
     build_dataset(tmp_path / "expert.pdn", tmp_path / "oca", DatasetConfig(test_fraction=0.5), progress=False)
     cfg = ShipConfig(simulations=2, openings=ballot, games=2, oca_dataset=str(tmp_path / "oca"))
-    result = head_to_head(best.path, shipped, cfg)
+    result = head_to_head(load_checkpoint(best.path), load_checkpoint(shipped), cfg)
     entry = install(best.path, load_checkpoint(best.path), shipped, result, cfg)
     assert result.a == f"candidate:{best.path.stem}" and "at 2 simulations each" in entry  # one shape: equal search
     assert entry == (shipped.parent / "README.md").read_text().split(FIRST_LINK_TEXT.rstrip("\n"))[1].lstrip("\n")
@@ -285,7 +345,7 @@ def test_a_directory_at_a_shipped_networks_run_path_that_is_another_run_is_not_d
                      list(range(200, 204)), steps=4)
     assert other.identity() != network.provenance["run_id"]
     cfg = ShipConfig(simulations=2, openings=ballot, games=2, oca_dataset="")
-    result = head_to_head(stale / "checkpoints" / best.path.name, shipped, cfg)
+    result = head_to_head(load_checkpoint(stale / "checkpoints" / best.path.name), load_checkpoint(shipped), cfg)
     entry = install(stale / "checkpoints" / best.path.name, network, shipped, result, cfg)
     assert "### Run" not in entry and "Parent networks" not in entry
     assert f"- Run: `{source_run.root.name}`, not on this machine" in entry

@@ -94,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
     # Written beside the output and renamed over it at the end: an earlier review there is kept until a new
     # one is complete (a review stopped or refused used to leave it deleted).
     partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)  # as `replay export --out` and `play --save` do
+    except OSError as exc:
+        return fail(f"cannot make the folder {out.parent} for {out.name}: {exc.strerror}")
 
     started = time.perf_counter()
     positions = sum(len(g.moves) + 1 for g in games)  # an upper bound: the rules may end a game early

@@ -155,6 +155,22 @@ def test_review_says_how_many_ballot_moves_it_left_out(tiny_checkpoint, tmp_path
     assert "3 games reviewed" in printed and "3 moves of ballot openings in 1 games not judged" in printed
 
 
+def test_review_makes_the_folder_of_its_output(tiny_checkpoint, tmp_path, capsys):
+    # Before: a FileNotFoundError traceback, while `replay export --out` and `play --save` make the folder.
+    source = tmp_path / "games.pdn"
+    source.write_text(GAMES)
+    out = tmp_path / "missing" / "dir" / "x.pdn"
+    code = main(["review", str(source), "--out", str(out), "--checkpoint", str(tiny_checkpoint), "--sims", "4",
+                 "--slots", "4", "--no-progress"])
+    assert code == 0 and len(list(read_pdn(out))) == 2
+    capsys.readouterr()
+    (tmp_path / "file").write_text("")
+    code = main(["review", str(source), "--out", str(tmp_path / "file" / "x.pdn"), "--checkpoint",
+                 str(tiny_checkpoint), "--sims", "4", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and f"cannot make the folder {tmp_path / 'file'} for x.pdn" in err, err
+
+
 def test_review_fails_when_no_game_could_be_reviewed(tiny_checkpoint, tmp_path, capsys):
     # Before: it printed "0 games reviewed" and an empty table, and exited 0.
     source = tmp_path / "broken.pdn"

@@ -240,9 +240,22 @@ def score_statistics(units: Sequence[tuple[float, int]]) -> ScoreStatistics:
 
 
 def format_elo(elo: float) -> str:
+    """An Elo difference as printed: whole points, never "-0"; an infinite one (a shut-out's, which no finite
+    Elo fits) is no result to print as a number."""
     if math.isinf(elo):
-        return "+inf" if elo > 0 else "-inf"
-    return f"{elo:+.0f}"
+        return "no finite estimate"
+    return f"{round(elo) + 0:+d}"
+
+
+def format_elo_interval(low: float, high: float) -> str:
+    """A 95 % Elo interval as printed: an infinite end (a bound's score of 0 or 1) is left open."""
+    if math.isfinite(low) and math.isfinite(high):
+        return f"{format_elo(low)} .. {format_elo(high)}"
+    if math.isfinite(low):
+        return f"from {format_elo(low)} up"
+    if math.isfinite(high):
+        return f"up to {format_elo(high)}"
+    return "no finite bound"
 
 
 # ------------------------------------------------------------------------------------------------- matches
@@ -348,7 +361,7 @@ class MatchResult:
             + (f", {self.truncated} stopped at the length cap (draws)" if self.truncated else ""),
             f"{self.a}: {self.wins} wins, {self.draws} draws, {self.losses} losses; "
             f"score {s.score:.3f} (95% CI {s.score_ci95[0]:.3f} .. {s.score_ci95[1]:.3f})",
-            f"Elo difference {format_elo(s.elo)} (95% CI {format_elo(low)} .. {format_elo(high)}); "
+            f"Elo difference {format_elo(s.elo)} (95% CI {format_elo_interval(low, high)}); "
             f"pairs by A's points 0/0.5/1/1.5/2: {'/'.join(str(c) for c in self.pentanomial())}",
         ]
         if math.isinf(s.elo):

@@ -51,12 +51,12 @@ from typing import TypeVar
 
 from selfplay.tree_search.analysis import single_game_search
 from selfplay.tree_search.evaluators import CachedEvaluator
-from selfplay.tree_search.search import SearchConfig
+from selfplay.tree_search.search import MOST_SIMULATIONS, SearchConfig
 from selfplay.tree_search.time_manager import GAME_CLOCK_SETTINGS, GameClock, TimeManager
 from train.arena.match import MATCH_CACHE_POSITIONS, MatchPlayer, NetworkPlayer
 from zero.endgames.egdb import MOST_PIECES, MOST_PLAYED_PIECES
-from zero.run.config import ConfigError, with_overrides
-from zero.yardsticks.players import AlphaBetaPlayer, RandomPlayer
+from zero.run.config import MOST_MOVE_SECONDS, ConfigError, with_overrides
+from zero.yardsticks.players import MAX_TIMED_DEPTH, AlphaBetaPlayer, RandomPlayer
 
 DEFAULT_MCTS_SIMULATIONS = 200
 SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), classical:N or classical:tS "
@@ -70,9 +70,10 @@ SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a mov
 # The KEY=VALUE items of a spec that set a player's time manager rather than its search.
 TIME_MANAGER_SETTINGS = frozenset(f.name for f in dataclasses.fields(TimeManager))
 T = TypeVar("T", SearchConfig, TimeManager)
-_AB_SHORTHAND = re.compile(r"ab(\d+)")
+_AB_SHORTHAND = re.compile(r"ab([0-9]+)")
 OPTIONS = ("dbleaves", "db", "f32", "int8raw", "book")  # longest first: "db" also ends "dbleaves"
-_DATABASE_SIZE = re.compile(r"(dbleaves|db)(\d+)")
+_DATABASE_SIZE = re.compile(r"(dbleaves|db)([0-9]+)")
+_DIGITS = re.compile(r"[0-9]+")  # str.isdigit also takes digits int() does not read, such as "²"
 PRECISION_OPTIONS = {"f32": "float32", "int8raw": "int8-raw"}  # a spec's option -> Evaluator precision
 
 
@@ -95,17 +96,18 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         if args.startswith("t"):
             seconds = _seconds(args[1:])
             if seconds is None:
-                raise PlayerSpecError(f"alpha-beta on the clock needs a positive time, e.g. alphabeta:t0.1, "
-                                      f"got {args!r}")
+                raise PlayerSpecError(f"alpha-beta on the clock needs a time above 0 and at most "
+                                      f"{MOST_MOVE_SECONDS:g} s, e.g. alphabeta:t0.1, got {args!r}")
             return AlphaBetaPlayer(seed=seed, seconds=seconds)
-        if not args.isdigit() or int(args) < 1:
-            raise PlayerSpecError(f"alpha-beta needs a depth of at least 1 ply (e.g. alphabeta:6 or ab6) or a time "
-                                  f"(alphabeta:t0.1), got {args!r}")
-        return AlphaBetaPlayer(int(args), seed=seed)
+        depth = _count(args, MAX_TIMED_DEPTH)
+        if depth is None:
+            raise PlayerSpecError(f"alpha-beta needs a depth of 1 to {MAX_TIMED_DEPTH} plies (e.g. alphabeta:6 or ab6) "
+                                  f"or a time (alphabeta:t0.1), got {args!r}")
+        return AlphaBetaPlayer(depth, seed=seed)
     if name == "classical":
         return _classical(args, seed)
-    args, settings = _search_settings(args)
-    args, options, most_pieces = _trailing_options(args)
+    args, settings = _search_settings(args, spec)
+    args, options, most_pieces = _trailing_options(args, spec)
     precisions = sorted(options & PRECISION_OPTIONS.keys())
     if len(precisions) > 1:
         raise PlayerSpecError(f"{spec!r}: one precision a player, :f32 or :int8raw")
@@ -135,6 +137,9 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         config = dataclasses.replace(search or SearchConfig(), database_leaves=leaves)
         net, _, budget = args.rpartition(":")
         seconds = _seconds(budget[1:]) if budget.startswith("t") else None
+        if seconds is None and budget.startswith("t") and _number(budget[1:]) is not None:
+            raise PlayerSpecError(f"mcts on the clock needs a time above 0 and at most {MOST_MOVE_SECONDS:g} s a "
+                                  f"move, got {spec!r}")
         clock = _game_clock(budget[1:], spec) if seconds is None and budget.startswith("t") and "+" in budget \
             else None
         clock_only = [item for item in timing if item.partition("=")[0].strip() in GAME_CLOCK_SETTINGS]
@@ -155,11 +160,11 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         if timing:
             raise PlayerSpecError(f"{spec!r}: {', '.join(timing)} set the time manager of a player on the clock "
                                   f"(mcts:tS or mcts:tB+I), and this one searches a fixed number of simulations")
-        if not budget.isdigit():
+        if not _DIGITS.fullmatch(budget):
             net, budget = args, ""
-        simulations = int(budget) if budget else DEFAULT_MCTS_SIMULATIONS
-        if simulations < 1:
-            raise PlayerSpecError(f"mcts needs at least 1 simulation, got {spec!r}")
+        simulations = _count(budget, MOST_SIMULATIONS) if budget else DEFAULT_MCTS_SIMULATIONS
+        if simulations is None:
+            raise PlayerSpecError(f"mcts needs 1 to {MOST_SIMULATIONS:,} simulations a move, got {spec!r}")
         return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}{tag}",
                              CachedEvaluator(_evaluator(net, None, precision), MATCH_CACHE_POSITIONS), simulations,
                              _with_settings(config, settings, spec), egdb=egdb, book=book)
@@ -174,10 +179,10 @@ def _classical(args: str, seed: int) -> MatchPlayer:
     if args.startswith("t"):
         seconds = _seconds(args[1:])
         if seconds is None:
-            raise PlayerSpecError(f"the classical engine on the clock needs a positive time, e.g. classical:t0.1, "
-                                  f"got {args!r}")
+            raise PlayerSpecError(f"the classical engine on the clock needs a time above 0 and at most "
+                                  f"{MOST_MOVE_SECONDS:g} s, e.g. classical:t0.1, got {args!r}")
         depth = None
-    elif args.isdigit() and 1 <= int(args) <= MAX_DEPTH:
+    elif _count(args, MAX_DEPTH) is not None:
         seconds, depth = None, int(args)
     else:
         raise PlayerSpecError(f"the classical engine needs a depth of 1 to {MAX_DEPTH} plies (e.g. classical:8) or "
@@ -189,19 +194,38 @@ def _classical(args: str, seed: int) -> MatchPlayer:
         raise PlayerSpecError(str(exc)) from None
 
 
-def _seconds(text: str) -> float | None:
+def _count(text: str, most: int) -> int | None:
+    """The whole number 1..most that `text` writes in plain digits; None for any other text. A count is
+    bounded as a setting's is (zero.run.config), so that one no machine can hold is refused here, not met by
+    a player that tries to hold it."""
+    if not _DIGITS.fullmatch(text):
+        return None
+    value = int(text)
+    return value if 1 <= value <= most else None
+
+
+def _number(text: str) -> float | None:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         return None
-    return value if 0 < value < float("inf") else None
+
+
+def _seconds(text: str) -> float | None:
+    """The seconds `text` writes, above 0 and at most MOST_MOVE_SECONDS (NaN and infinity fail both); None
+    otherwise."""
+    value = _number(text)
+    return value if value is not None and 0 < value <= MOST_MOVE_SECONDS else None
 
 
 def _game_clock(text: str, spec: str) -> GameClock:
     try:
-        return GameClock.parse(text)
+        clock = GameClock.parse(text)
     except ValueError as exc:
         raise PlayerSpecError(f"{spec!r}: {exc}") from None
+    if max(clock.base, clock.increment) > MOST_MOVE_SECONDS:
+        raise PlayerSpecError(f"{spec!r}: a game clock's base and increment are at most {MOST_MOVE_SECONDS:g} s each")
+    return clock
 
 
 def _with_settings(config: T, settings: list[str], spec: str) -> T:
@@ -211,33 +235,46 @@ def _with_settings(config: T, settings: list[str], spec: str) -> T:
         raise PlayerSpecError(f"{spec!r}: {exc}") from None
 
 
-def _search_settings(args: str) -> tuple[str, list[str]]:
+def _search_settings(args: str, spec: str) -> tuple[str, list[str]]:
     """A spec's arguments without its trailing KEY=VALUE items, and those (in the order written)."""
     parts = args.split(":")
     first = len(parts)
     while first > 0 and "=" in parts[first - 1]:
         first -= 1
+    keys = [item.partition("=")[0].strip() for item in parts[first:]]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise PlayerSpecError(f"{spec!r} sets {', '.join(twice)} twice: one value a setting")
     return ":".join(parts[:first]), parts[first:]
 
 
-def _trailing_options(args: str) -> tuple[str, set[str], int]:
+def _trailing_options(args: str, spec: str) -> tuple[str, set[str], int]:
     """A spec's arguments without its trailing options (:db, :dbleaves, :f32, :int8raw, :book, in any order),
     those, and the most pieces of the database they ask for (:dbN, :dbleavesN; 0 where they name none)."""
     options: set[str] = set()
     most_pieces = 0
+
+    def named(option: str) -> None:
+        # Two of one option, or both database options, would leave one of them silently unused.
+        if option in options:
+            raise PlayerSpecError(f"{spec!r} names :{option} twice: each option once")
+        if option in ("db", "dbleaves") and options & {"db", "dbleaves"}:
+            raise PlayerSpecError(f"{spec!r}: one database option a player, :db or :dbleaves")
+        options.add(option)
+
     while True:
         sized = _DATABASE_SIZE.fullmatch(args.rpartition(":")[2])
         if sized:
             most_pieces = int(sized.group(2))
             if not 2 <= most_pieces <= MOST_PIECES:
                 raise PlayerSpecError(f":{sized.group(0)}: a database has 2 to {MOST_PIECES} pieces")
+            named(sized.group(1))
             args = args[: -len(sized.group(0))].rstrip(":")
-            options.add(sized.group(1))
             continue
         for option in OPTIONS:
             if args == option or args.endswith(":" + option):
+                named(option)
                 args = args[: -len(option)].rstrip(":")
-                options.add(option)
                 break
         else:
             return args, options, most_pieces

@@ -228,6 +228,19 @@ def _checked(path: Path, group: zarr.Group, order: np.ndarray | None) -> int:
     return count
 
 
+def _has_record(path: Path) -> bool:
+    """Whether the store at `path` has its zarr.json, which holds the commit record; False for no store at
+    all. A folder holding anything without it is damage (the replay store's rule: arrays without their record
+    are never a fresh start), refused, as a new store there would be written over the labels."""
+    record = path / "zarr.json"
+    if record.exists():
+        return True
+    if path.is_dir() and any(path.iterdir()):
+        raise LabelError(f"{record}: missing, though {path} holds label arrays, so the committed labels cannot be "
+                         f"told from scratch rows; move {path} aside to label again")
+    return False
+
+
 class LabelWriter(StoreWriter):
     """Appends entries to one store (its only writer, by an flock): `append` queues an entry, and the queue
     is committed once it holds `commit_labels` entries, and on `flush()` / `close()` (the replay store's
@@ -251,7 +264,7 @@ class LabelWriter(StoreWriter):
         self._pending: list[dict] = []
 
     def _open(self, made_by: dict, order: np.ndarray, chunk_rows: int) -> None:
-        fresh = not (self.path / "zarr.json").exists()
+        fresh = not _has_record(self.path)
         if fresh:
             # The attributes go into the group's first zarr.json: the store is never seen without them.
             self._group = zarr.open_group(self.path, mode="w", zarr_format=3,
@@ -402,7 +415,7 @@ class SearchLabels:
 def read_labels(path: str | Path) -> SearchLabels:
     """The committed entries of the store at `path` (LabelError naming the file when it is damaged)."""
     path = Path(path)
-    if not (path / "zarr.json").exists():
+    if not _has_record(path):
         raise LabelError(f"no search labels at {path} (make some with `checkers-zero pretrain label`)")
     try:
         group = zarr.open_group(path, mode="r", zarr_format=3)

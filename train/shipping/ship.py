@@ -2,8 +2,8 @@
 
 The rule: the candidate plays the shipped network over the whole ACF 3-move ballot (144 openings, each with
 both colours: 288 games), and replaces it only when the lower bound of the 95 % Elo interval (train.arena.match,
-over opening pairs) lies above 0. A run of fewer games is a quick look and never ships. Like is compared
-with like:
+over opening pairs) lies above 0. A run of fewer games (`--games`, or a ballot file of fewer openings) is a
+quick look and never ships. Like is compared with like:
 - two networks of one shape play at equal search (both `mcts` players at the same simulations, gating's
   search settings, in lockstep, as `checkers-zero match mcts:A:64 mcts:B:64` plays it);
 - networks of different shapes play at equal time (`seconds` a move each, one core each, the ballot split
@@ -21,6 +21,7 @@ predecessor.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,8 @@ from selfplay.actors.actor import MAX_GAMES_IN_FLIGHT, load_ballot
 from selfplay.tree_search.evaluators import CachedEvaluator
 from selfplay.tree_search.search import MOST_SIMULATIONS
 from train.arena.gating import GatingConfig
-from train.arena.match import MATCH_CACHE_POSITIONS, MatchResult, NetworkPlayer, format_elo, match_schedule, play_match
+from train.arena.match import (MATCH_CACHE_POSITIONS, MatchResult, NetworkPlayer, format_elo, format_elo_interval,
+                               match_schedule, play_match)
 from train.arena.split_match import play_split_match
 from train.learner.pretrain import predict, split_metrics
 from train.learner.pretrain_dataset import open_dataset
@@ -41,12 +43,16 @@ from zero.net.checkpoint import (DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
 from zero.net.inference import Evaluator
 from zero.rules.game import RulesConfig
 from zero.run.config import (MOST_GAMES, MOST_PROCESSES, MOST_SEED, atomic_write_bytes, check_settings, code_version,
-                             file_sha256, setting)
+                             file_sha256, notify, setting)
 from zero.run.data import REPOSITORY
 from zero.run.rundir import RunDir
 
 # The link of the chain a shipped network is when its file records none: the pretrained network.
 FIRST_LINK = 1
+# The games the rule needs: the ACF 3-move ballot's 144 openings with both colours. A ballot file of fewer
+# (a few openings' file, `--set openings=...`) is a quick look however it is named: a handful of won pairs
+# has a spread of 0 and an interval that says nothing.
+BALLOT_GAMES = 288
 
 
 @dataclass
@@ -83,13 +89,14 @@ class ShipOutcome:
     entry: str = ""  # the model card's new link (when promoted)
 
     def verdict(self) -> str:
-        low = format_elo(self.result.elo_ci95[0])
+        low = self.result.elo_ci95[0]
+        bound = f"is {format_elo(low)}" if math.isfinite(low) else "is not finite"
         if self.promoted:
-            return f"shipped: the lower bound of the Elo interval is {low}, above 0"
+            return f"shipped: the lower bound of the Elo interval {bound}, above 0"
         if not self.full_ballot:
             return (f"nothing shipped: a quick look of {len(self.result.games)} games (the rule needs the whole "
-                    f"ballot; lower bound {low})")
-        return f"nothing shipped: the lower bound of the Elo interval is {low}, not above 0"
+                    f"ballot, at least {BALLOT_GAMES} games; the lower bound {bound})")
+        return f"nothing shipped: the lower bound of the Elo interval {bound}, not above 0"
 
 
 def model_card(shipped: Path) -> Path:
@@ -101,20 +108,21 @@ def equal_time(candidate: Checkpoint, shipped: Checkpoint) -> bool:
     return candidate.net_config != shipped.net_config
 
 
-def head_to_head(candidate: Path, shipped: Path, cfg: ShipConfig, progress: bool = False) -> MatchResult:
+def head_to_head(candidate: Checkpoint, shipped: Checkpoint, cfg: ShipConfig, progress: bool = False) -> MatchResult:
     """The candidate (player A) against the shipped network over the ballot, at equal search or, for
-    networks of different shapes, at equal time."""
+    networks of different shapes, at equal time. At equal search the networks play with the weights loaded
+    here; at equal time the match's processes load the files when they start."""
     openings = load_ballot(cfg.openings)
-    if equal_time(load_checkpoint(candidate), load_checkpoint(shipped)):
+    if equal_time(candidate, shipped):
         if cfg.games:
             openings = openings[:(cfg.games + 1) // 2]
-        specs = [f"mcts:{path}:t{cfg.seconds:g}" for path in (candidate, shipped)]
+        specs = [f"mcts:{network.path}:t{cfg.seconds:g}" for network in (candidate, shipped)]
         return play_split_match(*specs, openings, cfg.processes, cfg.seed, progress=progress)
     search = GatingConfig().search
-    players = [NetworkPlayer(f"{role}:{path.stem}",
-                             CachedEvaluator(Evaluator.from_checkpoint(path), MATCH_CACHE_POSITIONS), cfg.simulations,
-                             search)
-               for role, path in (("candidate", candidate), ("shipped", shipped))]
+    players = [NetworkPlayer(f"{role}:{network.path.stem}",
+                             CachedEvaluator(Evaluator(network.build_network(), source=network.path),
+                                             MATCH_CACHE_POSITIONS), cfg.simulations, search)
+               for role, network in (("candidate", candidate), ("shipped", shipped))]
     return play_match(*players, openings, RulesConfig(), seed=cfg.seed, games=cfg.games or None,
                       parallel=cfg.parallel_games, progress=progress)
 
@@ -125,11 +133,14 @@ def ship(candidate_name: str | Path, cfg: ShipConfig, shipped: Path = DEFAULT_CH
     CheckpointError for a candidate that is no checkpoint or run; ValueError for one that is shipped already."""
     cfg.validate()
     candidate = resolve_checkpoint(candidate_name)
-    network = load_checkpoint(candidate)
-    if weights_sha256(network.state_dict) == weights_sha256(load_checkpoint(shipped).state_dict):
+    # Loaded once: the match plays these weights and the record names these bytes, whatever happens to the
+    # file meanwhile.
+    network, predecessor = load_checkpoint(candidate), load_checkpoint(shipped)
+    if weights_sha256(network.state_dict) == weights_sha256(predecessor.state_dict):
         raise ValueError(f"{candidate} holds the weights of the shipped network {shipped}")
-    result = head_to_head(candidate, shipped, cfg, progress)
-    full = len(result.games) == len(match_schedule(load_ballot(cfg.openings)))
+    result = head_to_head(network, predecessor, cfg, progress)
+    schedule = len(match_schedule(load_ballot(cfg.openings)))
+    full = len(result.games) == schedule >= BALLOT_GAMES
     outcome = ShipOutcome(result, full, full and result.elo_ci95[0] > 0)
     if outcome.promoted:
         outcome.entry = install(candidate, network, shipped, result, cfg)
@@ -141,15 +152,18 @@ def install(candidate: Path, network: Checkpoint, shipped: Path, result: MatchRe
     card; returns the card's new text for the link."""
     predecessor = load_checkpoint(shipped)
     link = predecessor.provenance.get("ship", {}).get("link", FIRST_LINK) + 1
+    if not _same_file(candidate, network.file_sha256):
+        notify(f"{candidate} was replaced or removed during the match: shipping the network loaded at its start "
+               f"(sha256 {network.file_sha256})")
     run = network.provenance.get("run")
     summary = run_summary(Path(run)) if run and RunDir(run).made(network.provenance) else None
     budget = ({"seconds": cfg.seconds} if equal_time(network, predecessor) else {"simulations": cfg.simulations})
     match = {"games": len(result.games), "wins": result.wins, "draws": result.draws, "losses": result.losses,
              "score": result.score, "elo": result.elo, "elo_ci95": list(result.elo_ci95),
              "pairs": result.pentanomial(), **budget, "seed": cfg.seed, "openings": cfg.openings}
-    record = {"link": link, "candidate": str(candidate.resolve()), "candidate_sha256": file_sha256(candidate),
+    record = {"link": link, "candidate": str(candidate.resolve()), "candidate_sha256": network.file_sha256,
               "candidate_code_version": network.code_version, "candidate_created": network.created,
-              "predecessor_sha256": file_sha256(shipped), "predecessor_step": predecessor.step, "match": match,
+              "predecessor_sha256": predecessor.file_sha256, "predecessor_step": predecessor.step, "match": match,
               "oca_test": raw_policy_on_test_split(network, cfg.oca_dataset), "code_version": code_version()}
     save_checkpoint(shipped, net=network.build_network(), net_config=network.net_config, step=network.step,
                     parent=str(candidate.resolve()), ratings=network.ratings, metrics=network.metrics,
@@ -159,6 +173,13 @@ def install(candidate: Path, network: Checkpoint, shipped: Path, result: MatchRe
     text = card.read_text() if card.exists() else f"# The shipped network: `{shipped.name}`\n"
     atomic_write_bytes(card, (text.rstrip("\n") + "\n\n" + entry).encode())
     return entry
+
+
+def _same_file(path: Path, sha256: str | None) -> bool:
+    try:
+        return file_sha256(path) == sha256
+    except OSError:
+        return False
 
 
 def raw_policy_on_test_split(network: Checkpoint, dataset: str) -> dict | None:
@@ -196,7 +217,7 @@ def card_entry(shipped: Path, network: Checkpoint, record: dict, summary: dict |
         f"step {record['predecessor_step']:,}): {match['games']} games of `{card_path(match['openings'])}` at "
         f"{_budget(match)} each, seed {match['seed']}: +{match['wins']} ={match['draws']} "
         f"-{match['losses']}, score {match['score']:.3f}, Elo {format_elo(match['elo'])} (95 % CI "
-        f"{format_elo(low)} .. {format_elo(high)}); pairs by the candidate's points 0/0.5/1/1.5/2: "
+        f"{format_elo_interval(low, high)}); pairs by the candidate's points 0/0.5/1/1.5/2: "
         f"{'/'.join(str(c) for c in match['pairs'])}.",
         _raw_policy(record.get("oca_test")),
     ]

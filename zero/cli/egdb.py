@@ -67,7 +67,7 @@ def _build(pieces: int, out: Path | None, progress: bool) -> int:
 
 
 def _probe(fen: str, pieces: int | None, directory: Path | None) -> int:
-    from zero.endgames.egdb import MOST_PIECES, built, default_dir, load
+    from zero.endgames.egdb import MOST_PIECES, EgdbFileError, built, default_dir, load
     from zero.rules.notation import NotationError, fen_to_position
 
     try:
@@ -83,12 +83,16 @@ def _probe(fen: str, pieces: int | None, directory: Path | None) -> int:
     if pieces < held:
         print(f"error: {fen} has {held} pieces, more than the {pieces}-piece database holds", file=sys.stderr)
         return 2
+    build = f"checkers-zero egdb build --pieces {pieces}" + (f" --out {directory}" if directory is not None else "")
     if not built(pieces, directory):
-        out = f" --out {directory}" if directory is not None else ""
-        print(f"error: the {pieces}-piece database is not in {directory or default_dir()}; build it: "
-              f"checkers-zero egdb build --pieces {pieces}{out}", file=sys.stderr)
+        print(f"error: the {pieces}-piece database is not in {directory or default_dir()}; build it: {build}",
+              file=sys.stderr)
         return 2
-    db = load(pieces, directory)
+    try:
+        db = load(pieces, directory)
+    except EgdbFileError as exc:
+        print(f"error: {exc}; rebuild it: {build}", file=sys.stderr)
+        return 2
     print(f"{fen}: {db.probe(position)}")
     best = db.best_move(position)
     if best is not None:

@@ -46,6 +46,10 @@ def _check(files: list[Path], progress: bool) -> int:
 
     from zero.corpus.pdn import RESULTS, PdnError, read_pdn
 
+    folders = [str(f) for f in files if f.is_dir()]
+    if folders:
+        print(f"error: a directory, not a PDN file: {', '.join(folders)}", file=sys.stderr)
+        return 2
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         print(f"error: no such file: {', '.join(missing)}", file=sys.stderr)

@@ -39,6 +39,7 @@ from numba import njit
 from zero.rules import movegen
 from zero.rules.bitboard import FULL, ROW0, ROW7, lowest_bit_index, popcount
 from zero.rules.game import Game, Move, Position
+from zero.run.config import UnusableFile, read_bounded
 
 ENV_VAR = "CHECKERS_ZERO_EGDB"
 
@@ -352,9 +353,11 @@ def encode_slice(s: Slice, codes: np.ndarray) -> bytes:
 def read_slice(path: Path, s: Slice, size: int) -> np.ndarray:
     """The codes of a slice file, checked against its header and the layout; EgdbFileError otherwise."""
     try:
-        data = Path(path).read_bytes()
+        data = read_bounded(Path(path), HEADER.size + size, "this slice's file")
     except FileNotFoundError:
         raise EgdbFileError(f"{path}: missing endgame database file (build it: checkers-zero egdb build)") from None
+    except UnusableFile as exc:
+        raise EgdbFileError(f"{path}: {exc}") from None
     if len(data) < HEADER.size:
         raise EgdbFileError(f"{path}: truncated endgame database file")
     magic, version, *rest = HEADER.unpack_from(data)
@@ -478,11 +481,17 @@ def _keeping_value(probe: Probe) -> tuple[int, int]:
     return (value, -distance if value == WIN else distance if value == LOSS else 0)
 
 
+def present(path: Path) -> bool:
+    """Whether anything is at a slice's path: a link, a FIFO or a device there is a damaged file that load
+    names, not a missing one that lets a smaller database stand in without a word."""
+    return os.path.lexists(path)
+
+
 def built(pieces: int, directory: Path | None = None) -> bool:
     """Whether every file of the databases of at most `pieces` pieces is in `directory` (default_dir()); load
     checks what they hold."""
     directory = Path(directory) if directory is not None else default_dir()
-    return all(slice_path(directory, s).is_file() for s in layout(pieces).slices)
+    return all(present(slice_path(directory, s)) for s in layout(pieces).slices)
 
 
 def load(pieces: int, directory: Path | None = None) -> Egdb:

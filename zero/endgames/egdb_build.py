@@ -21,11 +21,11 @@ from numba import njit
 
 from zero.rules import movegen
 from zero.rules.bitboard import FULL, NEIGHBOUR, lowest_bit_index
-from zero.run.config import atomic_write_bytes, remove_leftover_temp_files
+from zero.run.config import atomic_write_bytes, notify, remove_leftover_temp_files
 from zero.endgames.egdb import (
     DRAW, DRAW_CODE, LOSS, MAX_DISTANCE, MOST_PLAYED_PIECES, UNSOLVED_CODE, WIN, Egdb, EgdbFileError, Slice, built,
-    default_dir, encode_slice, flip, kings_count, kings_index, layout, load, men_conf, mirror, probe, read_slice,
-    slice_path,
+    default_dir, encode_slice, flip, kings_count, kings_index, layout, load, men_conf, mirror, present, probe,
+    read_slice, slice_path,
 )
 
 # What ensure_built builds on first use: a few seconds.
@@ -244,9 +244,13 @@ def _lock(directory: Path):
 
 
 def _read_if_valid(path: Path, s: Slice, size: int) -> np.ndarray | None:
+    """The slice's codes, or None when it is to be solved: missing (a build resumed) or damaged, which is
+    said in one line, as a build that silently discarded a file would hide what went wrong with it."""
     try:
         return read_slice(path, s, size)
-    except EgdbFileError:
+    except EgdbFileError as exc:
+        if present(path):
+            notify(f"{exc}: solving it again")
         return None
 
 
@@ -302,6 +306,21 @@ def largest_available(directory: Path | None = None, most: int = MOST_PLAYED_PIE
     play, analysis and the search players use."""
     directory = Path(directory) if directory is not None else default_dir()
     for pieces in range(most, QUICK_PIECES, -1):
-        if built(pieces, directory):
+        # Only the slices of exactly this many pieces: those of fewer are the smaller databases' own.
+        files = [slice_path(directory, s) for s in layout(pieces).slices if sum(s) == pieces]
+        found = sum(present(path) for path in files)
+        if not found:
+            continue
+        # A database that is there in part or damaged is the user's lost work or a failed build: playing on
+        # with a smaller one is right, doing so without a word is not.
+        rebuild = f"rebuild it: checkers-zero egdb build --pieces {pieces}"
+        if found < len(files):
+            notify(f"the {pieces}-piece endgame database in {directory} is incomplete ({found} of {len(files)} "
+                   f"files; {rebuild}): using a smaller one")
+            continue
+        try:
             return load(pieces, directory)
+        except EgdbFileError as exc:
+            notify(f"the {pieces}-piece endgame database is unusable ({exc}; "
+                   f"{rebuild}): using a smaller one")
     return ensure_built(min(most, QUICK_PIECES), directory)

@@ -22,7 +22,7 @@ import functools
 import hashlib
 import io
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +70,9 @@ class Checkpoint:
     created: str = ""
     code_version: str = ""
     half: bool = False  # the weights were stored in float16 (they are float32 in state_dict all the same)
+    # sha256 of the file's bytes as load_checkpoint read them (None for one built in memory): what a record of
+    # this checkpoint names, as the file at `path` may have been replaced since
+    file_sha256: str | None = None
 
     def build_network(self) -> PolicyValueNet:
         """The network with these weights, in eval mode, on the CPU."""
@@ -220,7 +223,7 @@ def load_checkpoint(
         raise CheckpointError(f"{path}: checkpoint payload cannot be read: {exc}") from exc
 
     try:
-        return _from_payload(path, obj, expect_config)
+        return replace(_from_payload(path, obj, expect_config), file_sha256=hashlib.sha256(data).hexdigest())
     except (KeyError, AttributeError, TypeError, ValueError, IndexError) as exc:
         # A payload that hashes correctly but is not what save_checkpoint writes (other code wrote it).
         raise CheckpointError(f"{path}: checkpoint contents are not a checkers-zero checkpoint's "

@@ -23,15 +23,12 @@ be written (a read-only directory) is kept in memory for the process.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import io
 import json
 import logging
 import os
-import stat
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +39,7 @@ from zero.net.checkpoint import ANSWERS, Checkpoint, probe_answers, probe_planes
 from zero.net.encoding import ENCODING_VERSION
 from zero.net.onnx_model import export_onnx, onnx_session
 from zero.net.sampled_games import sampled_positions
-from zero.run.config import atomic_write_bytes, disk_problem
+from zero.run.config import UnusableFile, atomic_write_bytes, disk_problem, notify, read_bounded
 
 # Bump when the recipe below changes, so that every cached model is rebuilt with it.
 RECIPE_VERSION = 1
@@ -59,14 +56,6 @@ CALIBRATION_BATCH = 256
 # another network's graph lies at about 1 of it or beyond.
 AGREEMENT_SHARE = 0.25
 AGREEMENT_FLOOR = {"policy": 0.01, "value": 0.01, "plies-left": 0.5}
-
-
-def notify(message: str) -> None:
-    """One line to the user on stderr (stdout may carry a protocol, as the engine's does); in a process that
-    logs (the loop's roles, whose stderr reaches the loop's console) time-stamped like its log lines."""
-    if logging.getLogger().handlers:
-        message = f"{logging.Formatter().formatTime(logging.makeLogRecord({}))} {message}"
-    print(message, file=sys.stderr, flush=True)
 
 
 def cache_path(checkpoint_path: Path) -> Path:
@@ -140,10 +129,6 @@ def quantize(net) -> bytes:
         logging.getLogger().setLevel(quiet_logs)
 
 
-class _Unusable(Exception):
-    """A cached model that must not be used; the message says why."""
-
-
 def cache_size_limit(checkpoint: Checkpoint) -> int:
     """The most bytes a cache of this checkpoint's int8 model is read to. The graph holds each weight once, in
     four bytes at most (the stem and heads stay float32), with scales and nodes beside: 0.8 to 1.05 times the
@@ -152,62 +137,43 @@ def cache_size_limit(checkpoint: Checkpoint) -> int:
     return 2 * 4 * sum(tensor.numel() for tensor in checkpoint.state_dict.values()) + 2**20
 
 
-def read_bounded(path: Path, limit: int) -> bytes:
-    """The bytes of the regular file at path, at most `limit` of them; raises FileNotFoundError when there is
-    none, _Unusable for a link, a FIFO, a device, a directory or a larger file."""
-    try:
-        # O_NONBLOCK: opening a FIFO waits for a writer otherwise, before fstat could refuse it.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _Unusable("a symbolic link, not a file") from None
-        raise
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _Unusable("not a regular file")
-        data = file.read(limit + 1)
-    if len(data) > limit:
-        raise _Unusable(f"larger than any int8 model of this network can be ({limit} bytes)")
-    return data
-
-
 def read_cached(path: Path, key: dict, limit: int) -> bytes:
     """The graph cached at path, when the file is a regular one of at most `limit` bytes, its header matches
-    key and the graph its hash. Raises FileNotFoundError when there is none, _Unusable when there is one that
+    key and the graph its hash. Raises FileNotFoundError when there is none, UnusableFile when there is one that
     must be rebuilt."""
-    data = read_bounded(path, limit)
+    data = read_bounded(path, limit, "any int8 model of this network")
     newline = data.find(b"\n")
     try:
         header = json.loads(data[:newline]) if newline > 0 else None
     except (UnicodeDecodeError, ValueError):
         header = None
     if not isinstance(header, dict) or header.get("format") != MAGIC:
-        raise _Unusable("damaged (no valid header)")
+        raise UnusableFile("damaged (no valid header)")
     graph = data[newline + 1:]
     stale = [name for name, value in key.items() if header.get(name) != value]
     if stale:
-        raise _Unusable(f"stale ({', '.join(stale)} changed)")
+        raise UnusableFile(f"stale ({', '.join(stale)} changed)")
     if hashlib.sha256(graph).hexdigest() != header.get("graph_sha256"):
-        raise _Unusable("damaged (the graph does not match its sha256)")
+        raise UnusableFile("damaged (the graph does not match its sha256)")
     return graph
 
 
 def check_answers(graph: bytes, checkpoint: Checkpoint) -> None:
-    """Raises _Unusable unless the graph loads and answers like the checkpoint's float32 network on the probe
+    """Raises UnusableFile unless the graph loads and answers like the checkpoint's float32 network on the probe
     positions (AGREEMENT_SHARE): a header and a hash are only as good as whoever wrote them."""
     try:
         outputs = onnx_session(graph, threads=1).run(None, {"planes": probe_planes()})
         answers = [np.asarray(output, dtype=np.float32) for output in outputs]
     except Exception as exc:  # onnxruntime's own exceptions (InvalidProtobuf, Fail, ...) share no base class
-        raise _Unusable(f"a graph that does not load or run ({type(exc).__name__})") from None
+        raise UnusableFile(f"a graph that does not load or run ({type(exc).__name__})") from None
     expected = [answer for answer in probe_answers(checkpoint.build_network()) if answer is not None]
     if [a.shape for a in answers] != [e.shape for e in expected]:
-        raise _Unusable("a graph of another network (its answers have other shapes)")
+        raise UnusableFile("a graph of another network (its answers have other shapes)")
     for name, got, want in zip(ANSWERS, answers, expected):
         error = float(np.abs(got - want).mean())
         # `not <=`: a NaN error is a failed check too
         if not error <= AGREEMENT_SHARE * float(np.abs(want - want.mean()).mean()) + AGREEMENT_FLOOR[name]:
-            raise _Unusable(f"a graph that answers unlike its checkpoint on fixed positions ({name} off by "
+            raise UnusableFile(f"a graph that answers unlike its checkpoint on fixed positions ({name} off by "
                             f"{error:.3g} on average)")
 
 
@@ -248,12 +214,12 @@ def int8_graph(checkpoint: Checkpoint) -> bytes:
         return usable_cached(path, key, checkpoint)
     except FileNotFoundError:
         pass
-    except (_Unusable, OSError) as exc:
+    except (UnusableFile, OSError) as exc:
         notify(f"the cached int8 model {path} is {exc}: rebuilding it")
     with one_derivation_at_a_time(checkpoint.path):
         try:  # another process may have derived it while this one waited for the lock
             return usable_cached(path, key, checkpoint)
-        except (_Unusable, OSError):
+        except (UnusableFile, OSError):
             pass
         return derived_graph(checkpoint, path, key)
 

@@ -17,9 +17,11 @@ import errno
 import hashlib
 import io
 import json
+import logging
 import math
 import os
 import platform
+import stat
 import subprocess
 import sys
 import time
@@ -50,6 +52,9 @@ MOST_THREADS = 1024  # threads of one process: likewise
 MOST_STEPS = 10**9  # training steps: past any run's time on any machine
 MOST_GAMES = 10**6  # games or pairs of one match or tuning run, whose schedule and results are held in memory
 MOST_POSITIONS = 10**9  # positions a replay window holds or a run waits for: past any replay store
+# Seconds a player may be given for a move, or a game clock at its start or as its increment: an hour, past
+# any match a machine plays, and finite (a match of players on a clock of 1e308 s never ends).
+MOST_MOVE_SECONDS = 3600.0
 
 
 class ConfigError(ValueError):
@@ -351,6 +356,41 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def notify(message: str) -> None:
+    """One line to the user on stderr (stdout may carry a protocol, as the engine's does); in a process that
+    logs (the loop's roles, whose stderr reaches the loop's console) time-stamped like its log lines."""
+    if logging.getLogger().handlers:
+        message = f"{logging.Formatter().formatTime(logging.makeLogRecord({}))} {message}"
+    print(message, file=sys.stderr, flush=True)
+
+
+class UnusableFile(Exception):
+    """A file that is there but must not be read (a link, a FIFO, a device, a directory, too large); the
+    message says why."""
+
+
+def read_bounded(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of the regular file at path, at most `limit` of them (the most that `what`, the file's kind,
+    can hold). A derived or downloaded file is anyone's file: no link is followed, so no FIFO blocks the read
+    and no /dev/zero fills the memory. Raises FileNotFoundError when there is none, UnusableFile otherwise."""
+    try:
+        # O_NONBLOCK: opening a FIFO waits for a writer otherwise, before fstat could refuse it.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnusableFile("a symbolic link, not a file") from None
+        raise
+    # fstat before fdopen: fdopen refuses a directory itself, naming the descriptor's number as the file
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnusableFile("not a regular file")
+    with os.fdopen(fd, "rb") as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise UnusableFile(f"larger than {what} can be ({limit} bytes)")
+    return data
+
+
 def append_whole(out: io.RawIOBase, data: bytes) -> None:
     """Append all of `data` to an unbuffered file or, when the disk fills on the way, none of it: a record
     cut in half would read as a damaged one, and the records before it stay whole."""
@@ -364,8 +404,10 @@ def append_whole(out: io.RawIOBase, data: bytes) -> None:
         raise
 
 
-# Errors of the disk, not of the program: they recur until someone frees space or picks a writable place.
-DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM})
+# Errors of the disk, not of the program: they recur until someone frees space, picks a writable place or
+# moves the directory that stands where a file is to be written.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM,
+                         errno.EISDIR})
 
 
 def disk_problem(exc: BaseException) -> str | None:
@@ -376,5 +418,7 @@ def disk_problem(exc: BaseException) -> str | None:
     if exc.errno in (errno.EACCES, errno.EPERM) and not exc.filename:
         return None  # refused something other than a file (a signal, a socket): not the disk
     verb = "use" if exc.errno in (errno.EACCES, errno.EPERM) else "write"
-    where = f" {exc.filename}" if exc.filename else ""
+    # A rename names its temporary source first; the file the user knows is its target.
+    target = exc.filename2 or exc.filename
+    where = f" {target}" if target else ""
     return f"cannot {verb}{where}: {exc.strerror}"
