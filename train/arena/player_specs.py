@@ -7,6 +7,12 @@
                            quiescence and an evaluation fitted on the OCA games), N plies deep, with the
                            4-piece endgame database's values (built on first use, seconds)
     classical:tS           the same on the clock: S seconds a move, by iterative deepening
+    distilled[:FILE]:N, distilled[:FILE]:tS
+                           the same alpha-beta search over the distilled evaluation (zero.distilled: a small
+                           network learnt from the policy-value network's values; FILE, default
+                           checkpoints/distilled.npz), N plies deep or S seconds a move
+    distilled...:db, :dbN  with the largest endgame database built (of at most N pieces) as exact leaves
+    distilled...:book      the experts' main line played at once where the opening book has it
     policy[:NET]           the network's raw policy, no search
     mcts[:NET][:SIMS]      the network searching SIMS root visits a move (default 200), in lockstep with
                            the match's other games (train.arena.match.NetworkPlayer)
@@ -60,7 +66,8 @@ from zero.yardsticks.players import MAX_TIMED_DEPTH, AlphaBetaPlayer, RandomPlay
 
 DEFAULT_MCTS_SIMULATIONS = 200
 SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), classical:N or classical:tS "
-             "(the classical engine: table, quiescence, fitted evaluation), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
+             "(the classical engine: table, quiescence, fitted evaluation), distilled[:FILE]:N or distilled[:FILE]:tS (the same "
+             "search over the distilled network evaluation; :db and :book as below), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
              "search, default 200 simulations; mcts[:NET]:tS searches up to S seconds a move, mcts[:NET]:tB+I on a game clock of B seconds and I more a move); NET is a checkpoint file or a run directory (its best network), "
              "the shipped network when left out; a trailing :db plays the endgame database's positions from it, :dbleaves also "
              "makes them exact leaves of the search, :book plays the OCA experts' main line from an opening book; a trailing :f32 runs the network in float32 instead of int8, :int8raw "
@@ -106,6 +113,8 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         return AlphaBetaPlayer(depth, seed=seed)
     if name == "classical":
         return _classical(args, seed)
+    if name == "distilled":
+        return _distilled(args, seed, spec)
     args, settings = _search_settings(args, spec)
     args, options, most_pieces = _trailing_options(args, spec)
     precisions = sorted(options & PRECISION_OPTIONS.keys())
@@ -174,24 +183,55 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
 def _classical(args: str, seed: int) -> MatchPlayer:
     from zero.endgames.egdb_build import QUICK_PIECES, ensure_built
     from zero.yardsticks.classical import EvalFileError, ClassicalPlayer
-    from zero.yardsticks.alphabeta_search import MAX_DEPTH
 
-    if args.startswith("t"):
-        seconds = _seconds(args[1:])
-        if seconds is None:
-            raise PlayerSpecError(f"the classical engine on the clock needs a time above 0 and at most "
-                                  f"{MOST_MOVE_SECONDS:g} s, e.g. classical:t0.1, got {args!r}")
-        depth = None
-    elif _count(args, MAX_DEPTH) is not None:
-        seconds, depth = None, int(args)
-    else:
-        raise PlayerSpecError(f"the classical engine needs a depth of 1 to {MAX_DEPTH} plies (e.g. classical:8) or "
-                              f"a time (classical:t0.1), got {args!r}")
+    depth, seconds = _depth_or_time("classical", args)
     try:
         # The 4-piece database on every machine, so that classical:N plays the same moves everywhere.
         return ClassicalPlayer(depth, seed=seed, seconds=seconds, egdb=ensure_built(QUICK_PIECES))
     except EvalFileError as exc:
         raise PlayerSpecError(str(exc)) from None
+
+
+def _depth_or_time(kind: str, args: str) -> tuple[int | None, float | None]:
+    """(depth, None) or (None, seconds a move) of an alpha-beta player's spec arguments."""
+    from zero.yardsticks.alphabeta_search import MAX_DEPTH
+
+    if args.startswith("t"):
+        seconds = _seconds(args[1:])
+        if seconds is None:
+            raise PlayerSpecError(f"the {kind} player on the clock needs a time above 0 and at most "
+                                  f"{MOST_MOVE_SECONDS:g} s, e.g. {kind}:t0.1, got {args!r}")
+        return None, seconds
+    if _count(args, MAX_DEPTH) is None:
+        raise PlayerSpecError(f"the {kind} player needs a depth of 1 to {MAX_DEPTH} plies (e.g. {kind}:8) or "
+                              f"a time ({kind}:t0.1), got {args!r}")
+    return int(args), None
+
+
+def _distilled(args: str, seed: int, spec: str) -> MatchPlayer:
+    """distilled[:FILE]:N|tS[:db|:dbN][:book]: the alpha-beta search over the distilled evaluation."""
+    from zero.distilled.model import DistilledFileError, load_eval
+    from zero.yardsticks.alphabeta_player import DistilledPlayer
+
+    args, options, most_pieces = _trailing_options(args, spec)
+    if options - {"db", "book"}:
+        raise PlayerSpecError(f"{spec!r}: the distilled player takes :db, :dbN and :book, not "
+                              f"{', '.join(sorted(options - {'db', 'book'}))}")
+    path, _, budget = args.rpartition(":")
+    depth, seconds = _depth_or_time("distilled", budget)
+    egdb = None
+    if "db" in options:
+        from zero.endgames.egdb_build import largest_available
+
+        egdb = largest_available(most=most_pieces or MOST_PLAYED_PIECES)
+    try:
+        player = DistilledPlayer(depth, seed=seed, seconds=seconds, evaluation=load_eval(path or None), egdb=egdb,
+                                 book=_book() if "book" in options else None)
+    except DistilledFileError as exc:
+        raise PlayerSpecError(str(exc)) from None
+    player.name = f"distilled:{path or 'default'}:{budget}" + (f":db{int(egdb.tables.max_pieces)}" if egdb else "") \
+        + (":book" if "book" in options else "")
+    return player
 
 
 def _count(text: str, most: int) -> int | None:

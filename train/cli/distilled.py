@@ -48,15 +48,20 @@ def run(args: argparse.Namespace) -> int:
                           largest_available(), progress=not args.quiet)
             print(f"labels in {store}")
             return 0
+        from zero.endgames.egdb_build import largest_available
+
         cfg = load_config(DistilledTrainConfig, args.config, args.overrides)
         store = Path(args.labels)
         labels = read_labels(store)
         held = train(labels, cfg, args.out, {"labels": str(store), "labels_positions": len(labels["black"])},
-                     progress=not args.quiet)
+                     progress=not args.quiet, egdb=largest_available())
     except (ConfigError, DatasetError, DistilledLabelError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{args.out}: held-out cross-entropy {held.loss_vs_teacher:.4f} against the teacher's value "
           f"(its own entropy {held.teacher_entropy:.4f}, a constant guess {held.constant_vs_teacher:.4f}), "
           f"{held.loss_vs_target:.4f} against the blended target; {held.positions:,} test positions")
+    if "endgame_mistake_rate" in held.extra:
+        print(f"solved-endgame mistakes of its one-ply choice: {held.extra['endgame_mistake_rate']:.2%} of "
+              f"{held.extra['endgame_moves_judged']:,} database moves with a choice")
     return 0

@@ -5,7 +5,9 @@ the position is an expert game's (`result_weight` of it), and the database's exa
 database holds the position. The loss is the cross-entropy of sigmoid(logit) against that target. Labels of
 the dataset's train split are learnt; the test split's are held out, and the figures reported on them are
 the loss against the teacher's own expected score (what the distillation can reach) and against the blended
-target, beside the loss of a constant guess.
+target, beside the loss of a constant guess; and, given the endgame database, the solved-endgame mistake rate
+of the evaluation's own choice (zero.endgames.endgame_judge): in test positions the database holds, with a
+choice, the move whose position it scores best, with no search at all.
 """
 
 from __future__ import annotations
@@ -77,8 +79,33 @@ def _cross_entropy(p: np.ndarray, t: np.ndarray) -> float:
     return float(np.mean(-(t * np.log(p) + (1 - t) * np.log(1 - p))))
 
 
+def endgame_mistakes(evaluation, labels: dict[str, np.ndarray], rows: np.ndarray, egdb, most: int = 5000) \
+        -> dict[str, float]:
+    """The solved-endgame mistake rate of the evaluation's one-ply choice over (at most `most` of) `rows`
+    the database holds."""
+    from zero.endgames.endgame_judge import is_mistake
+    from zero.rules.game import Position
+
+    held = rows[labels["exact"][rows] != NO_RESULT][:most]
+    judged = mistakes = 0
+    for r in held:
+        position = Position(int(labels["black"][r]), int(labels["white"][r]), int(labels["kings"][r]),
+                            bool(labels["black_to_move"][r]))
+        legal = position.legal_moves()
+        if len(legal) < 2:
+            continue
+        children = [position.play(m) for m in legal]
+        scores = -evaluation.logits([c.black for c in children], [c.white for c in children],
+                                    [c.kings for c in children], [c.black_to_move for c in children])
+        verdict = is_mistake(egdb, position, legal[int(np.argmax(scores))])
+        if verdict is not None:
+            judged += 1
+            mistakes += verdict
+    return {"endgame_moves_judged": judged, "endgame_mistake_rate": mistakes / judged if judged else float("nan")}
+
+
 def train(labels: dict[str, np.ndarray], config: DistilledTrainConfig, out: str | Path, made_from: dict,
-          progress: bool = True) -> HeldOut:
+          progress: bool = True, egdb=None) -> HeldOut:
     """Learn the evaluation from the labels; write it to `out` with how it was made; return the held-out
     figures (also in the file)."""
     config.validate()
@@ -117,6 +144,8 @@ def train(labels: dict[str, np.ndarray], config: DistilledTrainConfig, out: str 
                    constant_vs_teacher=_cross_entropy(np.full(len(test_rows), mean), teacher[test_rows]),
                    teacher_entropy=_cross_entropy(teacher[test_rows], teacher[test_rows]),
                    extra={"mean_abs_error_vs_teacher": float(np.mean(np.abs(p - teacher[test_rows])))})
+    if egdb is not None:
+        held.extra.update(endgame_mistakes(evaluation, labels, test_rows, egdb))
     meta = {"made_from": made_from, "training": {**vars(config), "train_positions": int(len(train_rows)),
                                                   "seconds": round(time.time() - start, 1)},
             "held_out": vars(held), "code_version": code_version()}

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from zero.corpus.opening_book import OpeningBook
 from zero.distilled.model import DistilledEval, load_eval as load_distilled
 from zero.endgames.egdb import Egdb, no_tables
 from zero.rules.game import Game, Move, Position
@@ -48,9 +49,11 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
 
     def __init__(self, kind: str, classical_weights: np.ndarray | None, distilled: tuple | None,
                  depth: int | None = None, seed: int = 0, seconds: float | None = None, egdb: Egdb | None = None,
-                 tt_bits: int = 18, use_tt: bool = True, use_ordering: bool = True) -> None:
+                 tt_bits: int = 18, use_tt: bool = True, use_ordering: bool = True,
+                 book: OpeningBook | None = None) -> None:
         """kind: the player's name before its depth or time ("classical", "distilled"); classical_weights or
-        distilled (zero.distilled.model.DistilledEval.arrays): its evaluation, one of the two."""
+        distilled (zero.distilled.model.DistilledEval.arrays): its evaluation, one of the two. book: where it
+        has the position, its move is played at once."""
         if (depth is None) == (seconds is None):
             raise ValueError(f"the {kind} player takes a depth or a time per move, not both")
         if depth is not None and not 1 <= depth <= ab.MAX_DEPTH:
@@ -64,6 +67,7 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
         self._evaluation = ab.evaluation_arrays(classical_weights, distilled)
         self._work = ab.new_work(self._evaluation)
         self.egdb = egdb
+        self.book = book
         self._tables = egdb.tables if egdb is not None else no_tables()
         self._rng = player_rng(seed, None)
         self._state = ab.new_state(tt_bits)
@@ -74,6 +78,11 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
         self.last_score: int | None = None  # of the last searched move, for the side that moved
         self.last_nodes = 0
         self.last_depth = 0  # depth of the iteration the last move came from
+
+    def choose(self, game: Game) -> Move:
+        if self.book is not None and (move := self.book.move(game.position)) is not None:
+            return move
+        return super().choose(game)
 
     def reset(self, seed: int) -> None:
         self._rng = player_rng(self.seed, seed)
@@ -133,8 +142,8 @@ class DistilledPlayer(AlphaBetaSearchPlayer):
 
     def __init__(self, depth: int | None = None, seed: int = 0, seconds: float | None = None,
                  evaluation: DistilledEval | None = None, egdb: Egdb | None = None, tt_bits: int = 20,
-                 use_tt: bool = True, use_ordering: bool = True) -> None:
+                 use_tt: bool = True, use_ordering: bool = True, book: OpeningBook | None = None) -> None:
         evaluation = evaluation if evaluation is not None else load_distilled()
         super().__init__("distilled", None, evaluation.arrays, depth, seed, seconds, egdb, tt_bits, use_tt,
-                         use_ordering)
+                         use_ordering, book)
         self.evaluation = evaluation

@@ -1,0 +1,108 @@
+"""The distilled evaluation's labels (resumable chunk files, a pure function of their inputs) and its training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from train.learner import distilled_labels as dl
+from train.learner.distilled_training import DistilledTrainConfig, targets, train
+from train.learner.pretrain_dataset import DatasetConfig, PretrainDataset, build_dataset
+from training_data import TINY, scripted_game
+from zero.corpus.pdn import write_game
+from zero.distilled.model import load_eval, random_eval
+from zero.endgames.egdb_build import ensure_built
+from zero.net.checkpoint import save_checkpoint
+from zero.net.network import PolicyValueNet
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> PretrainDataset:
+    root = tmp_path_factory.mktemp("distilled")
+    pdn = root / "games.pdn"
+    pdn.write_text("".join(write_game(*scripted_game(seed, plies=40), {"Event": f"g{seed}"}) for seed in range(20)))
+    build_dataset(pdn, root / "data", DatasetConfig(val_fraction=0.2, test_fraction=0.2), progress=False)
+    return PretrainDataset.open(root / "data")
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory) -> Path:
+    torch.manual_seed(5)
+    path = tmp_path_factory.mktemp("teacher") / "teacher.pt"
+    save_checkpoint(path, net=PolicyValueNet(TINY), net_config=TINY, step=0)
+    return path
+
+
+def test_labels_are_made_once_per_chunk_and_a_lost_chunk_is_made_again_the_same(data, teacher, monkeypatch):
+    monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
+    config = dl.DistilledLabelConfig(walk_plies=4, batch=64, threads=1)
+    egdb = ensure_built(4)
+    store = dl.label(data, teacher, config, egdb, progress=False)
+    chunks = sorted(store.glob("chunk-*.npz"))
+    assert len(chunks) == -(-len(data) // 128) >= 3
+    stamps = [p.stat().st_mtime_ns for p in chunks]
+    first = dl.read_labels(store)
+    assert dl.label(data, teacher, config, egdb, progress=False) == store
+    assert [p.stat().st_mtime_ns for p in chunks] == stamps  # nothing made twice
+    lost = chunks[1].read_bytes()
+    chunks[1].unlink()
+    dl.label(data, teacher, config, egdb, progress=False)
+    assert chunks[1].read_bytes() == lost and [p.stat().st_mtime_ns for p in chunks[2:]] == stamps[2:]
+    labels = dl.read_labels(store)
+    assert all(np.array_equal(labels[c], first[c]) for c in dl.COLUMNS)
+    # every labelled position is quiet and has a move; walks and expert positions both there
+    from zero.rules.game import Position
+
+    for i in range(0, len(labels["black"]), 7):
+        pos = Position(int(labels["black"][i]), int(labels["white"][i]), int(labels["kings"][i]),
+                       bool(labels["black_to_move"][i]))
+        legal = pos.legal_moves()
+        assert legal and not legal[0].is_capture
+    assert labels["walked"].any() and (~labels["walked"]).any()
+    assert np.allclose(labels["wdl"].astype(np.float32).sum(axis=1), 1, atol=1e-2)
+    assert ((labels["result"] == dl.NO_RESULT) == labels["walked"]).all()
+
+
+def test_a_damaged_or_foreign_chunk_is_refused_in_one_line(data, teacher, monkeypatch, tmp_path):
+    monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
+    store = dl.label(data, teacher, dl.DistilledLabelConfig(walk_plies=2, batch=64, threads=1), None, progress=False)
+    chunk = store / "chunk-00001.npz"
+    chunk.write_bytes(chunk.read_bytes()[:300])
+    with pytest.raises(dl.DistilledLabelError, match="chunk-00001.npz") as info:
+        dl.read_labels(store)
+    assert "\n" not in str(info.value)
+    chunk.write_bytes((store / "chunk-00000.npz").read_bytes())  # another chunk's labels under this name
+    with pytest.raises(dl.DistilledLabelError, match="other settings or another place"):
+        dl.read_labels(store)
+
+
+def test_the_targets_blend_results_and_take_the_database_values():
+    labels = {"wdl": np.array([[0.5, 0.5, 0.0]] * 3, np.float16), "result": np.array([1, dl.NO_RESULT, -1], np.int8),
+              "exact": np.array([dl.NO_RESULT, dl.NO_RESULT, 1], np.int8)}
+    teacher, target = targets(labels, DistilledTrainConfig(result_weight=0.5))
+    assert np.allclose(teacher, 0.75) and np.allclose(target, [0.875, 0.75, 1.0])
+
+
+def test_training_writes_an_evaluation_that_loads_and_learnt_something(data, teacher, monkeypatch, tmp_path):
+    monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
+    store = dl.label(data, teacher, dl.DistilledLabelConfig(walk_plies=4, batch=64, threads=1), None, progress=False)
+    labels = dl.read_labels(store)
+    out = tmp_path / "eval.npz"
+    config = DistilledTrainConfig(accumulator=16, hidden=8, steps=300, batch=256, threads=1, result_weight=0.0)
+    held = train(labels, config, out, {"labels": str(store)}, progress=False)
+    evaluation = load_eval(out)
+    assert evaluation.meta["held_out"]["loss_vs_teacher"] == held.loss_vs_teacher
+    assert evaluation.meta["made_from"] == {"labels": str(store)}
+    assert held.teacher_entropy <= held.loss_vs_teacher
+    # it learnt the teacher's values: closer to them than the weights it started from
+    teacher_score, _ = targets(labels, config)
+    columns = [labels[n] for n in ("black", "white", "kings", "black_to_move")]
+
+    def loss(e) -> float:
+        p = 1 / (1 + np.exp(-e.logits(*columns).astype(np.float64)))
+        return float(np.mean(-(teacher_score * np.log(p) + (1 - teacher_score) * np.log(1 - p))))
+
+    assert loss(evaluation) < loss(random_eval(evaluation.shape, config.seed)) - 0.01
