@@ -1,6 +1,6 @@
-"""The alpha-beta search with the distilled evaluation: the same scores as a full-width minimax over that
-evaluation (its accumulators carried down the tree as the plain recomputation gives them), whatever the
-table and the ordering do, database leaves exact."""
+"""The one alpha-beta search with either evaluation, the classical features or the distilled network: the same
+scores as a full-width minimax over that evaluation (the distilled one's accumulators carried down the tree
+as the plain recomputation gives them), whatever the table and the ordering do, database leaves exact."""
 
 from __future__ import annotations
 
@@ -16,42 +16,63 @@ from zero.rules.game import Position
 from zero.rules.notation import fen_to_position
 from zero.yardsticks import classical_reference as ref
 from zero.yardsticks.alphabeta_player import DistilledPlayer
+from zero.yardsticks.classical import ClassicalPlayer, load_eval
 from positions import ENDGAMES, random_position
 
-EVAL = random_eval(DistilledShape(accumulator=32, hidden=16, buckets=2), seed=11)
+DISTILLED = random_eval(DistilledShape(accumulator=32, hidden=16, buckets=2), seed=11)
+CLASSICAL = load_eval()
 
 
 def distilled_leaf(pos: Position) -> int:
-    """The evaluation's score of a position, its accumulators recomputed from the board."""
-    return int(dk.score(EVAL.logits([pos.black], [pos.white], [pos.kings], [pos.black_to_move])[0]))
+    """The distilled evaluation's score of a position, its accumulators recomputed from the board."""
+    return int(dk.score(DISTILLED.logits([pos.black], [pos.white], [pos.kings], [pos.black_to_move])[0]))
 
 
-def player(depth: int, **kw) -> DistilledPlayer:
-    return DistilledPlayer(depth, evaluation=EVAL, tt_bits=12, **kw)
+def classical_leaf(pos: Position) -> int:
+    return ref.evaluate(pos, CLASSICAL.weights)
 
 
-@pytest.mark.parametrize("fen", ENDGAMES + ["B:W21-32:B1-12"])
+def distilled_player(depth: int, **kw) -> DistilledPlayer:
+    return DistilledPlayer(depth, evaluation=DISTILLED, tt_bits=12, **kw)
+
+
+def classical_player(depth: int, **kw) -> ClassicalPlayer:
+    return ClassicalPlayer(depth, evaluation=CLASSICAL, tt_bits=12, **kw)
+
+
+EVALUATIONS = {"distilled": (distilled_player, distilled_leaf), "classical": (classical_player, classical_leaf)}
+
+
+@pytest.mark.parametrize("evaluation", EVALUATIONS)
+@pytest.mark.parametrize("fen", ENDGAMES + ["B:W18,K26,31:B9,K14,22", "B:W21-32:B1-12"])
 @pytest.mark.parametrize("depth", [1, 2, 3, 4])
-def test_the_search_equals_full_width_minimax_over_the_distilled_evaluation(fen, depth):
+def test_the_search_equals_full_width_minimax(evaluation, fen, depth):
+    player, leaf = EVALUATIONS[evaluation]
     pos = fen_to_position(fen)
     move, score, _ = player(depth, seed=depth).search(pos)
-    assert score == ref.minimax(pos, depth, distilled_leaf)
-    assert -ref.minimax(pos.play(move), depth - 1, distilled_leaf, ply=1) == score
+    assert score == ref.minimax(pos, depth, leaf)
+    # The chosen move is one of the best: its own minimax value (one ply less, from the mover) is the score.
+    assert -ref.minimax(pos.play(move), depth - 1, leaf, ply=1) == score
 
 
+@pytest.mark.parametrize("evaluation", EVALUATIONS)
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10**6), plies=st.integers(0, 90), depth=st.integers(1, 3))
-def test_the_search_equals_minimax_on_game_positions_with_captures_and_kings(seed, plies, depth):
+def test_the_search_equals_minimax_on_game_positions_with_captures_and_kings(evaluation, seed, plies, depth):
+    player, leaf = EVALUATIONS[evaluation]
     pos = random_position(seed, plies)
     if not pos.legal_moves():
         return
-    _, score, _ = player(depth, seed=seed).search(pos)
-    assert score == ref.minimax(pos, depth, distilled_leaf)
+    move, score, _ = player(depth, seed=seed).search(pos)
+    assert score == ref.minimax(pos, depth, leaf)
+    assert move in pos.legal_moves()
 
 
+@pytest.mark.parametrize("evaluation", EVALUATIONS)
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10**6), plies=st.integers(0, 80), depth=st.integers(1, 6))
-def test_table_and_ordering_change_only_the_speed(seed, plies, depth):
+def test_table_and_ordering_change_only_the_speed(evaluation, seed, plies, depth):
+    player = EVALUATIONS[evaluation][0]
     pos = random_position(seed, plies)
     if not pos.legal_moves():
         return
@@ -61,20 +82,19 @@ def test_table_and_ordering_change_only_the_speed(seed, plies, depth):
 
 
 @pytest.mark.parametrize("fen", ["W:WK10,K19:BK14,23", "B:W21,K30:BK6,K27", "B:W18,K26:B9,K14"])
-def test_database_positions_are_exact_leaves(fen):
+def test_database_positions_are_exact_leaves_of_the_distilled_search(fen):
     egdb = ensure_built(4)
     pos = fen_to_position(fen)
     for depth in (1, 3):
-        _, score, _ = player(depth, egdb=egdb).search(pos)
+        _, score, _ = distilled_player(depth, egdb=egdb).search(pos)
         assert score == ref.minimax(pos, depth, distilled_leaf, egdb)
 
 
-def test_the_evaluation_sees_the_position_and_the_player_moves_on_the_clock():
+def test_the_distilled_player_moves_on_the_clock():
     start = Position.initial()
-    # a man up is worth something to a trained evaluation; a random one at least tells positions apart
-    logits = EVAL.logits(*zip(*[(p.black, p.white, p.kings, p.black_to_move)
-                                for p in (start, start.play(start.legal_moves()[0]))]))
+    logits = DISTILLED.logits(*zip(*[(p.black, p.white, p.kings, p.black_to_move)
+                                     for p in (start, start.play(start.legal_moves()[0]))]))
     assert np.isfinite(logits).all() and logits[0] != logits[1]
-    p = DistilledPlayer(seconds=0.05, evaluation=EVAL, tt_bits=12)
+    p = DistilledPlayer(seconds=0.05, evaluation=DISTILLED, tt_bits=12)
     move, _, nodes = p.search(start)
     assert move in start.legal_moves() and nodes > 0 and p.last_depth >= 1

@@ -74,27 +74,6 @@ def test_features_are_the_movers_minus_the_opponents():
 # ---- search ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fen", ENDGAMES)
-@pytest.mark.parametrize("depth", [1, 2, 3, 4])
-def test_search_equals_full_width_minimax_on_constructed_positions(fen, depth):
-    pos = fen_to_position(fen)
-    move, score, _ = player(depth, seed=depth).search(pos)
-    assert score == ref.minimax(pos, depth, classical_leaf)
-    # The chosen move is one of the best: its own minimax value (one ply less, from the mover) is the score.
-    assert -ref.minimax(pos.play(move), depth - 1, classical_leaf, ply=1) == score
-
-
-@settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10**6), plies=st.integers(0, 70), depth=st.integers(1, 3))
-def test_search_equals_full_width_minimax_on_game_positions(seed, plies, depth):
-    pos = random_position(seed, plies)
-    if not pos.legal_moves():
-        return
-    move, score, _ = player(depth, seed=seed).search(pos)
-    assert score == ref.minimax(pos, depth, classical_leaf)
-    assert move in pos.legal_moves()
-
-
 @pytest.mark.parametrize("fen", ["W:WK10,K19:BK14,23", "B:W21,K30:BK6,K27", "W:W5,K30:BK6,3", "B:W18,K26:B9,K14"])
 @pytest.mark.parametrize("depth", [1, 2, 3, 5])
 def test_database_values_are_exact_leaves(fen, depth, egdb4):
@@ -139,22 +118,6 @@ def test_quiescence_resolves_a_pending_exchange():
     before = fen_to_position("B:W12,14,15,29:B2,7,13")
     move, score_before, _ = player(1).search(before)
     assert str(move) == "7-10" and score_before == -score
-
-
-@settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 10**6), plies=st.integers(0, 80), depth=st.integers(1, 7))
-def test_table_and_ordering_change_only_the_speed(seed, plies, depth):
-    pos = random_position(seed, plies)
-    if not pos.legal_moves():
-        return
-    scores = set()
-    nodes = {}
-    for use_tt in (True, False):
-        for use_ordering in (True, False):
-            _, score, n = player(depth, seed=seed, use_tt=use_tt, use_ordering=use_ordering).search(pos)
-            scores.add(score)
-            nodes[use_tt, use_ordering] = n
-    assert len(scores) == 1
 
 
 def test_a_search_keeps_its_table_and_gets_the_same_score_again():

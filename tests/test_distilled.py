@@ -13,6 +13,7 @@ from zero.distilled.model import DistilledFileError, DistilledShape, load_eval, 
 from zero.distilled.network import DistilledNet, batch_inputs
 from zero.rules.game import Position
 from zero.rules.notation import fen_to_position
+from positions import random_position
 
 FENS = ("B:W21-32:B1-12", "W:W18,19,21,22,23,25,26,27,28,29,31,32:B1,2,3,4,6,7,9,10,11,13,14,15",
         "W:W17,20,22,24,26,28,30,31:B1,3,6,7,9,11,12,16", "B:W12,14,15,29:B2,7,13", "B:W21,28,32:BK4,14",
@@ -28,16 +29,7 @@ def _arrays(positions):
 def _random_positions(count: int, seed: int) -> list[Position]:
     """Positions of random games, captures, multi-jumps and crownings among them."""
     rng = np.random.default_rng(seed)
-    out = []
-    while len(out) < count:
-        pos = Position.initial()
-        for _ in range(int(rng.integers(0, 120))):
-            legal = pos.legal_moves()
-            if not legal:
-                break
-            pos = pos.play(legal[int(rng.integers(len(legal)))])
-        out.append(pos)
-    return out
+    return [random_position(int(rng.integers(1 << 30)), int(rng.integers(0, 120))) for _ in range(count)]
 
 
 @pytest.mark.parametrize("shape", SHAPES)

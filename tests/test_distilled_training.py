@@ -6,34 +6,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from train.learner import distilled_labels as dl
 from train.learner.distilled_training import DistilledTrainConfig, targets, train
-from train.learner.pretrain_dataset import DatasetConfig, PretrainDataset, build_dataset
-from training_data import TINY, scripted_game
-from zero.corpus.pdn import write_game
+from train.learner.pretrain_dataset import PretrainDataset
+from training_data import save_tiny_network, scripted_dataset
 from zero.distilled.model import load_eval, random_eval
 from zero.endgames.egdb_build import ensure_built
-from zero.net.checkpoint import save_checkpoint
-from zero.net.network import PolicyValueNet
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> PretrainDataset:
-    root = tmp_path_factory.mktemp("distilled")
-    pdn = root / "games.pdn"
-    pdn.write_text("".join(write_game(*scripted_game(seed, plies=40), {"Event": f"g{seed}"}) for seed in range(20)))
-    build_dataset(pdn, root / "data", DatasetConfig(val_fraction=0.2, test_fraction=0.2), progress=False)
-    return PretrainDataset.open(root / "data")
+    return scripted_dataset(tmp_path_factory.mktemp("distilled"), games=20, plies=40)
 
 
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory) -> Path:
-    torch.manual_seed(5)
-    path = tmp_path_factory.mktemp("teacher") / "teacher.pt"
-    save_checkpoint(path, net=PolicyValueNet(TINY), net_config=TINY, step=0)
-    return path
+    return save_tiny_network(tmp_path_factory.mktemp("teacher") / "teacher.pt", seed=5)
 
 
 def test_labels_are_made_once_per_chunk_and_a_lost_chunk_is_made_again_the_same(data, teacher, monkeypatch):

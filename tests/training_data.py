@@ -42,3 +42,27 @@ def scripted_game(seed: int, plies: int = 50) -> tuple[list, str]:
     black, white = bin(pos.black).count("1"), bin(pos.white).count("1")
     result = "1-0" if black > white else "0-1" if white > black else "1/2-1/2"
     return list(game.moves), result
+
+
+def save_tiny_network(path, seed: int):
+    """A checkpoint of a TINY network with seeded random weights (a teacher for labelling tests)."""
+    import torch
+
+    from zero.net.checkpoint import save_checkpoint
+    from zero.net.network import PolicyValueNet
+
+    torch.manual_seed(seed)
+    save_checkpoint(path, net=PolicyValueNet(TINY), net_config=TINY, step=0)
+    return path
+
+
+def scripted_dataset(directory, games: int, plies: int):
+    """A pretraining dataset of `games` scripted games (20 % validation, 20 % test) in directory/data."""
+    from train.learner.pretrain_dataset import DatasetConfig, PretrainDataset, build_dataset
+    from zero.corpus.pdn import write_game
+
+    pdn = directory / "games.pdn"
+    pdn.write_text("".join(write_game(*scripted_game(seed, plies=plies), {"Event": f"g{seed}"})
+                           for seed in range(games)))
+    build_dataset(pdn, directory / "data", DatasetConfig(val_fraction=0.2, test_fraction=0.2), progress=False)
+    return PretrainDataset.open(directory / "data")
