@@ -39,7 +39,7 @@ number() {  # NAME VALUE PATTERN: VALUE must match PATTERN
 }
 [ -n "${OUT:-}" ] || fail "OUT is not set: the folder the lease's files go to (OUT=DIR bash benchmarks/gpu_lease.sh)"
 [ -d "$OUT" ] && [ -w "$OUT" ] || fail "OUT=$OUT is not a writable folder"
-nvidia-smi -L >/dev/null 2>&1 || fail "no GPU here (nvidia-smi is missing or finds none): this script is for a GPU lease"
+nvidia-smi -L >/dev/null 2>&1 || fail "no GPU here (nvidia-smi is missing or finds none): this is a GPU lease's script"
 if ! python3 -c "import zarr, numcodecs, tomli_w" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     >/dev/null 2>&1 || fail "cannot install the wheels of .whl/ (see the header: prepared on the developer's machine)"

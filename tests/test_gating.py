@@ -217,6 +217,15 @@ def test_a_gating_decision_is_a_log_line_of_its_own():
                                                "Elo +72 (+18 .. +131), LLR 2.97: PROMOTE")
 
 
+def test_a_shut_out_gate_prints_no_infinite_elo():
+    # Before (issue 76, item 5): "Elo +inf (+inf .. +inf)" for a candidate that won every game.
+    entry = {"candidate": "/run/checkpoints/candidate-0004000.pt", "best": "/run/checkpoints/candidate-0003000.pt",
+             "decision": "promote", "games": 20, "wins": 20, "draws": 0, "losses": 0, "llr": 2.97,
+             "elo": float("inf"), "elo_ci95": [275.4, float("inf")]}
+    line = Gatekeeper.decision_line(entry)
+    assert "Elo no finite estimate (from +275 up)" in line and "inf " not in line, line
+
+
 def test_status_lines_stay_short_with_everything_going_on():
     # Before: one line of about 300 characters.
     from train.loop.driver import format_status

@@ -13,7 +13,8 @@ from selfplay.tree_search.evaluators import HashEvaluator
 from zero.rules.game import Game, Position, RulesConfig, Termination
 from zero.run.data import REPOSITORY, data_file
 from train.arena.match import (
-    IllegalMoveError, MatchGame, MatchResult, elo_from_score, match_schedule, play_match, score_statistics,
+    IllegalMoveError, MatchGame, MatchResult, elo_from_score, format_elo, format_elo_interval, match_schedule,
+    play_match, score_statistics,
 )
 from train.cli.match import add_arguments, run
 from zero.corpus.openings import BallotError, Opening, load_openings
@@ -44,17 +45,25 @@ def test_even_match_is_zero_elo_with_a_symmetric_interval():
     assert s.stderr == pytest.approx(math.sqrt(2 / 3 / 4) / 2)
 
 
-def test_all_draws_give_zero_with_a_collapsed_interval():
+def test_all_draws_give_zero_with_an_interval_that_keeps_a_width():
+    # Before: two identical players over 20 games, "Elo -0 (95% CI -0 .. -0)": a spread of 0 seen in 10 pairs
+    # taken for none. It is taken as if one more pair had gone each way.
     s = score_statistics([(1.0, 2)] * 10)
-    assert s.score == 0.5 and s.elo == 0.0 and s.stderr == 0.0
-    assert s.elo_ci95 == (0.0, 0.0)
+    assert s.score == 0.5 and s.elo == 0.0 and s.units == 10 and s.games == 20
+    assert s.stderr == pytest.approx(math.sqrt(2 * 12 / 11) / 24)
+    low, high = s.elo_ci95
+    assert low == pytest.approx(-high) and 50 < high < 150
+    assert format_elo(-0.0) == "+0" and format_elo_interval(low, high) == f"-{high:.0f} .. +{high:.0f}"
 
 
-def test_all_wins_give_infinite_elo():
+def test_all_wins_give_no_finite_elo_and_a_finite_lower_bound():
     s = score_statistics([(2.0, 2)] * 10)
-    assert s.score == 1.0 and s.elo == math.inf and s.elo_ci95 == (math.inf, math.inf)
+    assert s.score == 1.0 and s.elo == math.inf and s.elo_ci95[1] == math.inf
+    assert 0 < s.elo_ci95[0] < math.inf
+    assert format_elo(s.elo) == "no finite estimate"
+    assert format_elo_interval(*s.elo_ci95) == f"from {format_elo(s.elo_ci95[0])} up"
     s = score_statistics([(0.0, 2)] * 10)
-    assert s.elo == -math.inf
+    assert s.elo == -math.inf and -math.inf < s.elo_ci95[1] < 0
 
 
 def test_interval_narrows_with_more_pairs_and_is_clipped():

@@ -598,6 +598,53 @@ def test_a_commit_record_that_overstates_the_data_is_refused(tmp_path, counts, d
     _assert_refused_everywhere(tmp_path, RunDir(tmp_path).replay_store / "actors" / "0" / damaged, capsys)
 
 
+@pytest.mark.parametrize("column, chunk", [("positions/root_value", "c/3"), ("positions/policy_actions", "c/1/0"),
+                                           ("games/pdn", "c/0")])
+def test_a_valid_chunk_copied_over_another_is_damage(tmp_path, column, chunk, capsys):
+    # Before: actors/1/positions/root_value/c/3 copied over actors/0/... decoded, and `replay check` said ok.
+    store = RunDir(tmp_path).replay_store
+    for actor, seeds in ((0, range(8)), (1, range(100, 108))):
+        with ReplayWriter(tmp_path, actor, commit_positions=1, chunk_rows=16, chunk_games=2) as writer:
+            for seed in seeds:
+                writer.append_game(record(seed))
+    assert replay_buffer.check_store(tmp_path).problems == []
+    damaged = store / "actors" / "0" / column / chunk
+    shutil.copyfile(store / "actors" / "1" / column / chunk, damaged)
+    report = replay_buffer.check_store(tmp_path)
+    assert report.problems == [f"{damaged}: committed rows are not the ones written: their checksum differs from "
+                               f"the commit record's (a chunk copied or moved from elsewhere)"], report.problems
+    assert main_check(tmp_path, capsys) == 1
+    # A writer goes on from the record's checksums: its next commits keep them, and the store checks clean.
+    shutil.rmtree(store / "actors" / "1")
+    with ReplayWriter(tmp_path, 1, commit_positions=1, chunk_rows=16, chunk_games=2) as writer:
+        for seed in range(200, 206):
+            writer.append_game(record(seed))
+    with ReplayWriter(tmp_path, 1) as writer:
+        writer.append_game(record(300))
+    assert [p for p in replay_buffer.check_store(tmp_path).problems if "/actors/1/" in p] == []
+
+
+def test_a_store_written_before_checksums_checks_clean_and_gets_them(tmp_path):
+    # A commit record without checksums (written by the code before them) is no damage; its writer's next
+    # commit records those of every complete chunk, taken from the rows as they stand.
+    _store_with_games(tmp_path, games=8)
+    meta = _actor_zarr_json(tmp_path, 0)
+    _edit_json(meta, lambda m: m["attributes"]["commit"].pop("checksums"))
+    assert replay_buffer.check_store(tmp_path).problems == []
+    with ReplayWriter(tmp_path, 0, commit_positions=1) as writer:
+        writer.append_game(record(50))
+    sums = json.loads(meta.read_text())["attributes"]["commit"]["checksums"]
+    assert len(sums["positions"]["black"]) >= 1 and len(sums["games"]["pdn"]) >= 2
+    assert replay_buffer.check_store(tmp_path).problems == []
+
+
+def main_check(run: Path, capsys) -> int:
+    from play.cli.main import main
+
+    capsys.readouterr()
+    return main(["replay", "check", "--run", str(run)])
+
+
 @pytest.mark.parametrize("column, chunk", [("positions/policy_actions", "c/0/0"), ("positions/result", "c/1"),
                                            ("games/pdn", "c/1")])
 def test_a_deleted_chunk_of_committed_rows_is_damage(tmp_path, column, chunk, capsys):

@@ -224,6 +224,29 @@ def test_training_takes_the_search_targets_on_labelled_rows(data, teacher, monke
         find_labels(data, other, "auto")
 
 
+def test_labels_moved_to_other_positions_are_refused_in_one_line_when_trained_on(data, teacher):
+    # Before: chunks swapped between rows passed every check of the files, and their labels were trained on.
+    order = label_order(data, RulesConfig())
+    path = data.path / "search-labels" / "by-hand"
+    with LabelWriter(path, {"format": 1}, order, commit_labels=8, chunk_rows=4) as writer:
+        for row in order[:8]:  # each entry names its own position's expert move
+            actions = np.full(16, -1, np.int16)
+            actions[0] = data.arrays["action"][row]
+            writer.append({"row": row, "policy_actions": actions, "policy_probs": np.eye(16, dtype=np.float32)[0],
+                           "root_value": 0.0, "wdl": np.array([0, 1, 0], np.float32), "plies_left": np.nan})
+    rows = np.sort(order[:8])
+    read_labels(path).lay_over(data.samples(rows), rows)  # sound: every move legal where it stands
+    first, second = (path / "policy_actions" / "c" / str(chunk) / "0" for chunk in (0, 1))
+    a, b = first.read_bytes(), second.read_bytes()
+    first.write_bytes(b)
+    second.write_bytes(a)
+    with pytest.raises(LabelError) as refused:
+        read_labels(path).lay_over(data.samples(rows), rows)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: entry ") and "no legal move of its position" in message
+    assert "\n" not in message
+
+
 def test_cli_label_step_reports_the_store(data, teacher, monkeypatch, capsys):
     from zero.endgames import egdb_build
 

@@ -4,7 +4,8 @@ Layout (zarr v3, inside the run directory)::
 
     RUN/replay.zarr/                    root group (paths: zero.run.rundir), attributes: schema, policy_slots
         actors/<actor_id>/              one group per actor; only that actor's writer touches it
-            attributes["commit"]        {"games": G, "positions": P, "time": t}: the commit record
+            attributes["commit"]        {"games": G, "positions": P, "time": t, "checksums": ...}: the commit
+                                        record, with the CRC-32 of every complete chunk of committed rows
             positions/<column>          one row per position (POSITION_SCHEMA), chunked by `chunk_rows`
             games/<column>              one row per game (GAME_SCHEMA), chunked by `chunk_games`
         reanalysis/<worker>/            a reanalyser's fresh targets for committed positions, under the same
@@ -42,10 +43,13 @@ Intact. Writer (on opening an actor), reader (on each refresh, for what was comm
 `replay check` (everything, every chunk decoded) hold an actor's group to one definition, `_intact_problems`:
 the commit record agrees with every column's length and shape, every committed chunk exists (the writer
 stores chunks of fill values too), the game table tiles the committed rows, the tables' own metadata is
-readable and the record's next seed index lies above every committed game's. A group that is not intact is
-refused with the file named, never written to or trained on. Writers and readers look only at what they
-read, so a command that writes to a store or trains on it first checks all of it as `replay check` does
-(`refuse_damaged_store`): damage in the oldest chunks, outside the training window, is refused too.
+readable and the record's next seed index lies above every committed game's; and for `replay check`, every
+complete chunk of committed rows holds the checksum the record keeps for it (a chunk never changes once
+complete, so its checksum is written once, with the commit that completes it; a valid chunk copied over
+another decodes, and only the checksum tells). A group that is not intact is refused with the file named,
+never written to or trained on. Writers and readers look only at what they read, so a command that writes to
+a store or trains on it first checks all of it as `replay check` does (`refuse_damaged_store`): damage in the
+oldest chunks, outside the training window, is refused too.
 
 Order across actors ("newest"). Each game carries the wall-clock time of its commit. The reader orders all
 committed games by (commit time, actor, game index) and the newest `window` positions are the positions of
@@ -63,6 +67,7 @@ import math
 import os
 import time
 import warnings
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +126,8 @@ TARGET_SCHEMA: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
 
 DEFAULT_CHUNK_ROWS = 4096
 DEFAULT_CHUNK_GAMES = 256
+# The commit record's key for the checksums of an actor's complete chunks (see table_problems).
+CHECKSUMS = "checksums"
 
 
 class ReplayError(ValueError):
@@ -229,14 +236,40 @@ def _missing_chunks(array: zarr.Array, lo: int, hi: int) -> list[int]:
     return [c for c, there in zip(chunks, found) if not there]
 
 
+def chunk_checksum(rows: np.ndarray) -> int:
+    """The CRC-32 of a chunk's rows as values (strings joined by NUL), whatever codec stored them."""
+    if rows.dtype.kind in "OUT":
+        return zlib.crc32("\0".join(str(value) for value in rows.ravel()).encode())
+    return zlib.crc32(np.ascontiguousarray(rows).tobytes())
+
+
+def _checksum_problems(array: zarr.Array, where: Path, sums, committed: int, decode: bool) -> list[tuple[Path, str]]:
+    """What is wrong with a column's checksums in its writer's commit record (`sums`: one per complete chunk of
+    committed rows, in order; None for a record written before them), and with decode, with its complete
+    chunks against them. A chunk copied over another, or two swapped, decodes: only its checksum tells."""
+    if sums is None:
+        return []
+    rows = array.chunks[0]
+    if not isinstance(sums, list) or len(sums) > committed // rows or \
+            not all(type(value) is int for value in sums):
+        record = _array_dir(array).parent.parent / "zarr.json"  # the table's group's: its writer's commit record
+        return [(record, f"the commit record's checksums of {where.parent.name} are damaged")]
+    if not decode:
+        return []
+    return [(_chunk_file(array, k), "committed rows are not the ones written: their checksum differs from the "
+                                    "commit record's (a chunk copied or moved from elsewhere)")
+            for k, expected in enumerate(sums) if chunk_checksum(array[k * rows:(k + 1) * rows]) != expected]
+
+
 def table_problems(base: Path, schema: dict, arrays: dict[str, zarr.Array], committed: int, done: int,
-                   decode: bool = False) -> tuple[list[tuple[Path, str]], bool]:
+                   decode: bool = False, sums: dict | None = None) -> tuple[list[tuple[Path, str]], bool]:
     """What is wrong with one table of columns that grow together (`arrays`, in folder `base`), as (file,
     what) pairs, and whether its committed rows can be read: every column has the schema's dtype and row
     shape, one chunk length, and at least the `committed` rows in whole chunks (a longer column holds
     scratch rows); every chunk holding rows `done` .. committed - 1 exists (the writer stores every chunk,
     so a missing one was lost, and zarr would read it back as fill values), and with `decode` every chunk
-    of committed rows decodes."""
+    of committed rows decodes and every complete one holds the checksum `sums` gives its column (the commit
+    record's, where the table's writer keeps them)."""
     problems: list[tuple[Path, str]] = []
     readable = True
     chunk = None
@@ -262,12 +295,13 @@ def table_problems(base: Path, schema: dict, arrays: dict[str, zarr.Array], comm
             continue
         for c in _missing_chunks(array, done, committed):
             problems.append((_chunk_file(array, c), "chunk of committed rows missing"))
-        if decode and committed:
-            found = _unreadable_chunk({name: array}, 0, committed)
-            if found:
-                problems.append((found[0], f"committed rows cannot be read ({type(found[1]).__name__}: "
-                                           f"{found[1]})"))
-                readable = False
+        found = _unreadable_chunk({name: array}, 0, committed) if decode and committed else None
+        if found:
+            problems.append((found[0], f"committed rows cannot be read ({type(found[1]).__name__}: {found[1]})"))
+            readable = False
+        elif sums is not None:
+            problems += _checksum_problems(array, where, sums.get(name) if isinstance(sums, dict) else [None],
+                                           committed, decode)
     return problems, readable
 
 
@@ -286,7 +320,8 @@ GAME_TABLE_COLUMNS = ("game_id", "first_row", "length", "commit_time", "seed_ind
 
 def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Array], int, int],
                      positions: tuple[dict[str, zarr.Array], int, int], next_seed_index: int,
-                     decode: bool = False) -> tuple[list[tuple[Path, str]], dict[str, np.ndarray]]:
+                     decode: bool = False, sums: dict | None = None
+                     ) -> tuple[list[tuple[Path, str]], dict[str, np.ndarray]]:
     """What is wrong with an actor's group, as (file, what) pairs: THE definition of intact that the writer
     (on opening), the reader (on each refresh, for what was committed since) and `replay check` (all of it,
     decode=True) share. `games` and `positions` are (that table's arrays, committed rows, rows already
@@ -297,6 +332,9 @@ def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Arra
         committed rows in whole chunks (a longer column holds scratch rows);
       * every chunk holding committed rows exists (and, with decode, decodes): the writer stores every
         chunk, so a missing one was lost, and zarr would read it back as fill values;
+      * with decode, every complete chunk of committed rows holds the checksum the commit record gives it
+        (`sums`, the record's "checksums": {table: {column: [one per complete chunk]}}; a record written
+        before them has none, and chunks past its lists are not held to one);
       * the new games are this actor's next ones in order, each with a commit time, starting where the
         one before ended and the last ending at the committed positions: a commit record counting more
         than was written shows as games of fill values here;
@@ -310,7 +348,11 @@ def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Arra
                                                           ("positions", positions, POSITION_SCHEMA)):
         if not done:
             problems += _table_group_problems(base / table_name, committed)
-        found, table_readable = table_problems(base / table_name, schema, arrays, committed, done, decode)
+        if sums is not None and not isinstance(sums, dict):
+            problems.append((base / "zarr.json", "the commit record's checksums are damaged"))
+            sums = None
+        found, table_readable = table_problems(base / table_name, schema, arrays, committed, done, decode,
+                                               (sums or {}).get(table_name, {}))
         problems += found
         readable = readable and table_readable
     if not readable:
@@ -464,7 +506,10 @@ class ChunkedColumns:
     and a chunk holding committed rows is replaced by one holding the same committed rows.
     """
 
-    def __init__(self, group: zarr.Group, schema: dict, chunk: int, committed: int):
+    def __init__(self, group: zarr.Group, schema: dict, chunk: int, committed: int,
+                 sums: dict[str, list[int]] | None = None):
+        """`sums`: the checksums of the complete chunks the commit record holds, for a table whose writer
+        keeps them (None: it keeps none)."""
         self.schema = schema
         existing = {name: group[name] for name in schema if name in group}
         # Columns missing after a crash during creation get the chunking of the ones already there.
@@ -481,6 +526,17 @@ class ChunkedColumns:
         self.tail_start = committed // self.chunk * self.chunk
         held = _read_rows(self.arrays, self.tail_start, committed) if committed > self.tail_start else {}
         self.tail = {name: held[name] if held else _empty_column(*schema[name], 0) for name in self.arrays}
+        self.sums: dict[str, list[int]] | None = None
+        if sums is not None:
+            # A record written before checksums (or a column created since) gets those of its complete chunks
+            # from the rows themselves, as they stand now.
+            complete = self.tail_start // self.chunk
+            self.sums = {}
+            for name, array in self.arrays.items():
+                have = [int(value) for value in sums.get(name, [])][:complete]
+                self.sums[name] = have + [chunk_checksum(array[k * self.chunk:(k + 1) * self.chunk])
+                                          for k in range(len(have), complete)]
+        self._sealing: dict[str, list[int]] = {}
 
     def grow(self, end: int) -> list:
         """Coroutines growing (in whole chunks) the arrays shorter than `end` rows."""
@@ -496,8 +552,17 @@ class ChunkedColumns:
             padded_len = _round_up(len(data), self.chunk)
             if padded_len > len(data):
                 data = np.concatenate([data, _empty_column(dtype, row_shape, padded_len - len(data))])
+            if self.sums is not None:  # the checksums of the chunks these rows complete
+                self._sealing[name] = [chunk_checksum(data[k:k + self.chunk])
+                                       for k in range(0, len(self.tail[name]) + len(new[name]) - self.chunk + 1,
+                                                      self.chunk)]
             writes.append(array.async_array.setitem(slice(self.tail_start, self.tail_start + padded_len), data))
         return writes
+
+    def sealed(self) -> dict[str, list[int]]:
+        """The checksums of every complete chunk once the rows last written are committed: what the commit
+        record holds (see `table_problems`)."""
+        return {name: self.sums[name] + self._sealing.get(name, []) for name in self.arrays}
 
     def put(self, committed: int, new: dict[str, np.ndarray]) -> None:
         """Grow the arrays and write `new` rows at index `committed`, waiting for both (nothing is committed
@@ -512,6 +577,9 @@ class ChunkedColumns:
         for name in self.arrays:
             data = np.concatenate([self.tail[name], np.asarray(new[name], dtype=self.schema[name][0])])
             self.tail[name] = data[start - self.tail_start:end - self.tail_start].copy()
+        if self.sums is not None:
+            self.sums = self.sealed()
+        self._sealing = {}
         self.tail_start = start
 
 
@@ -696,10 +764,13 @@ class ReplayWriter(StoreWriter):
         written = (_open_arrays(self.group_dir / "games", GAME_SCHEMA, None, self.committed_games),
                    _open_arrays(self.group_dir / "positions", POSITION_SCHEMA, None, self.committed_positions))
         _refuse_damage(_intact_problems(self.group_dir, self.actor_id, (written[0], self.committed_games, 0),
-                                        (written[1], self.committed_positions, 0), self.next_seed_index)[0])
+                                        (written[1], self.committed_positions, 0), self.next_seed_index,
+                                        sums=commit.get(CHECKSUMS))[0])
         positions, games = self._group.require_group("positions"), self._group.require_group("games")
-        self._rows = ChunkedColumns(positions, POSITION_SCHEMA, chunk_rows, self.committed_positions)
-        self._games = ChunkedColumns(games, GAME_SCHEMA, chunk_games, self.committed_games)
+        sums = commit.get(CHECKSUMS) if isinstance(commit.get(CHECKSUMS), dict) else {}
+        self._rows = ChunkedColumns(positions, POSITION_SCHEMA, chunk_rows, self.committed_positions,
+                                    sums.get("positions", {}))
+        self._games = ChunkedColumns(games, GAME_SCHEMA, chunk_games, self.committed_games, sums.get("games", {}))
 
     def _still_the_writer(self) -> None:
         """Refuse to write on once another writer may have taken this actor over (a lease that was lost,
@@ -767,7 +838,8 @@ class ReplayWriter(StoreWriter):
         self._still_the_writer()
         # The commit: one atomic replacement of the actor group's zarr.json (see the module doc).
         commit = {"games": new_games, "positions": new_positions, "time": commit_time,
-                  "next_seed_index": next_seed_index}
+                  "next_seed_index": next_seed_index,
+                  CHECKSUMS: {"positions": self._rows.sealed(), "games": self._games.sealed()}}
         if self._lock.generation:
             commit["generation"] = self._lock.generation
         self._group.attrs.update({"commit": commit})
@@ -1127,7 +1199,7 @@ def _check_actor(base: Path, actor_id: int, report: StoreCheck) -> tuple[int, in
     games, positions, next_seed_index = _commit_counts(commit, base)
     found, _ = _intact_problems(base, actor_id, (_open_arrays(base / "games", GAME_SCHEMA, None, games), games, 0),
                                 (_open_arrays(base / "positions", POSITION_SCHEMA, None, positions), positions, 0),
-                                next_seed_index, decode=True)
+                                next_seed_index, decode=True, sums=commit.get(CHECKSUMS))
     for problem in found:
         report.found(problem)
     return games, positions

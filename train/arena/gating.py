@@ -27,7 +27,8 @@ import torch
 from selfplay.actors.actor import MAX_GAMES_IN_FLIGHT, load_ballot
 from selfplay.tree_search.evaluators import CachedEvaluator
 from selfplay.tree_search.search import MOST_SIMULATIONS, SearchConfig
-from train.arena.match import MATCH_CACHE_POSITIONS, MatchGame, MatchResult, NetworkPlayer, match_schedule, play_match
+from train.arena.match import (MATCH_CACHE_POSITIONS, MatchGame, MatchResult, NetworkPlayer, format_elo,
+                               format_elo_interval, match_schedule, play_match)
 from train.arena.player_specs import make_player
 from train.arena.ratings import YARDSTICKS, PlayerInfo, RatingsTable
 from train.arena.sprt import PairSprt, SprtConfig
@@ -411,7 +412,7 @@ class Gatekeeper:
         low, high = entry["elo_ci95"]
         return (f"gate {Path(entry['candidate']).stem} vs {Path(entry['best']).stem}: "
                 f"+{entry['wins']} ={entry['draws']} -{entry['losses']} in {entry['games']} games, "
-                f"Elo {entry['elo']:+.0f} ({low:+.0f} .. {high:+.0f}), LLR {entry['llr']:.2f}: "
+                f"Elo {format_elo(entry['elo'])} ({format_elo_interval(low, high)}), LLR {entry['llr']:.2f}: "
                 f"{entry['decision'].upper()}")
 
     @staticmethod

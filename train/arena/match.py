@@ -26,8 +26,9 @@ give one win each way); treating the games as independent trinomial draws would 
 draws need no special care since they enter as half points. The 95 % interval is s +- 1.96 SE (normal
 approximation), clipped to [0, 1], and the score and both bounds are mapped to Elo with
 elo = -400 log10(1/s - 1). A score of 0 or 1 maps to -inf or +inf: no finite Elo fits a shut-out, and the
-printout says so rather than inventing a number. When every unit scores alike (all draws, say) the standard
-error is 0 and the interval collapses to the point: the normal approximation has nothing more to say.
+printout says so rather than inventing a number. When every unit scores alike (all draws, say) the spread seen is
+0, which n units cannot prove: the standard error is then that of the units with one more on each side (one
+that took all its points, one that took none), so that the interval keeps a width (see score_statistics).
 """
 
 from __future__ import annotations
@@ -226,8 +227,16 @@ def score_statistics(units: Sequence[tuple[float, int]]) -> ScoreStatistics:
     score = sum(p for p, _ in units) / games
     n = len(units)
     if n > 1:
-        residual = sum((p - score * g) ** 2 for p, g in units)
-        stderr = math.sqrt(residual * n / (n - 1)) / games
+        spread = units
+        if sum((p - score * g) ** 2 for p, g in units) < 1e-12:
+            # Every unit scored alike (all draws, a shut-out): no spread seen in n units is no proof of none,
+            # and the interval would collapse to the point. The spread is taken as if one more unit of the
+            # mean size had gone each way, all of its points and none (as the plus-two interval of a
+            # proportion does), about the score seen.
+            size = games / n
+            spread = units + [(size, size), (0.0, size)]
+        residual = sum((p - score * g) ** 2 for p, g in spread)
+        stderr = math.sqrt(residual * len(spread) / (len(spread) - 1)) / sum(g for _, g in spread)
     else:
         stderr = math.nan  # one unit says nothing about the spread
     if math.isnan(stderr):

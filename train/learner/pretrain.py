@@ -319,9 +319,9 @@ def _lay_search_labels_over(cfg: PretrainConfig, data: PretrainDataset, source) 
 
     try:
         labels = find_labels(data, cfg.teacher, cfg.search_labels)
+        source.labelled, searched = labels.lay_over(source.labelled, source.dataset_rows, cfg.search_label_weight)
     except LabelError as exc:
         raise PretrainError(f"search labels: {exc}") from None
-    source.labelled, searched = labels.lay_over(source.labelled, source.dataset_rows, cfg.search_label_weight)
     print(f"{searched:,} of {len(source.labelled):,} train positions take the search labels of {labels.path} "
           f"({labels.made_by['simulations']} simulations a position)")
     return {"search_labels": str(labels.path), "search_labelled": searched,

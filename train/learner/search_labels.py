@@ -34,7 +34,8 @@ Commit protocol, the replay store's (selfplay.replay.replay_buffer): chunks are 
 record is replaced last, and entries past it are scratch. Entry i always labels position i of the order, so
 a labeller killed at any moment (kill -9 included) loses at most the entries it had not committed, and the
 next one searches them again: no position is ever counted twice. A committed chunk that is missing or does
-not decode is refused with its file named.
+not decode is refused with its file named, and an entry that names a move not legal in its position (a chunk
+copied over another, or two swapped) when training reads it.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from train.learner.distill import TOP_ACTIONS
 from train.learner.learning import Samples, interrupt_between_steps
 from train.learner.pretrain_dataset import PretrainDataset
 from zero.endgames.egdb import DRAW, UNKNOWN, Egdb
+from zero.net.encoding import NUM_ACTIONS, legal_mask_batch
 from zero.rules.game import Game, Position, RulesConfig
 from zero.run.config import MOST_POSITIONS, MOST_THREADS, check_settings, setting, to_dict
 from zero.run.rundir import RunDirError, take_file_lock
@@ -71,6 +73,7 @@ DEFAULT_CHUNK_ROWS = 4096
 # Trees of 800 simulations take some 2 MB each: 4,096 of them are 8 GB, past what batching gains.
 MOST_IN_FLIGHT = 4096
 MOST_COMMIT_LABELS = 1 << 20
+CHECK_BATCH = 4096  # labelled positions whose legal moves are checked at once (4 MB of flags)
 
 LABEL_SCHEMA: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
     "row": (np.dtype(np.int64), ()),  # the dataset's row
@@ -388,6 +391,7 @@ class SearchLabels:
         at = np.minimum(np.searchsorted(by_row, rows), max(len(by_row) - 1, 0))
         hit = (by_row[at] == rows) & (rows >= 0) if len(by_row) else np.zeros(len(rows), bool)
         take = labelled[at[hit]]
+        self._check_moves(take, samples, np.flatnonzero(hit))
         width = max(samples.policy_actions.shape[1], TOP_ACTIONS)
         actions = np.pad(samples.policy_actions, ((0, 0), (0, width - samples.policy_actions.shape[1])),
                          constant_values=-1)
@@ -410,6 +414,25 @@ class SearchLabels:
             samples, policy_actions=actions, policy_probs=probs, wdl=wdl, moves_left=moves_left,
             policy_weight=policy_weight, value_weight=value_weight, moves_left_weight=moves_left_weight,
         ), int(hit.sum())
+
+
+    def _check_moves(self, entries: np.ndarray, samples: Samples, at: np.ndarray) -> None:
+        """Raises LabelError unless every move the entries name is legal in its position (samples[at]). The
+        chunks of a store decode whatever row they came from: one copied over another, or two swapped, pass
+        every check of the files, and only the moves tell that a label is of another position."""
+        for lo in range(0, len(entries), CHECK_BATCH):
+            part, where = entries[lo:lo + CHECK_BATCH], at[lo:lo + CHECK_BATCH]
+            legal = np.zeros((len(part), NUM_ACTIONS), np.bool_)
+            legal_mask_batch(samples.black[where], samples.white[where], samples.kings[where],
+                             samples.black_to_move[where], legal)
+            actions = self.columns["policy_actions"][part].astype(np.int64)
+            named = actions >= 0
+            wrong = named & ~np.take_along_axis(legal, np.where(named, actions, 0), axis=1)
+            if wrong.any():
+                i, k = np.argwhere(wrong)[0]
+                raise LabelError(f"{self.path}: entry {part[i]} (the dataset's row {self.columns['row'][part[i]]}) "
+                                 f"names action {actions[i, k]}, no legal move of its position: the store's chunks "
+                                 f"are damaged (copied or swapped); move that folder aside to label again")
 
 
 def read_labels(path: str | Path) -> SearchLabels:

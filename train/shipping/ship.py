@@ -301,8 +301,8 @@ def _parents(summary: dict) -> str:
     initial = summary["initial"]
     start = (f"the run started from `{initial['name']}` (step {initial['step']:,}, sha256 "
              f"`{initial['sha256'][:16]}…`)" if initial else "the run's start is not recorded")
-    promoted = [f"`{Path(p['candidate']).name}` (+{p['wins']} ={p['draws']} -{p['losses']}, Elo {p['elo']:+.0f} "
-                f"[{p['elo_ci95'][0]:+.0f}, {p['elo_ci95'][1]:+.0f}])" for p in summary["promotions"]]
+    promoted = [f"`{Path(p['candidate']).name}` (+{p['wins']} ={p['draws']} -{p['losses']}, Elo {format_elo(p['elo'])} "
+                f"[{format_elo_interval(*p['elo_ci95'])}])" for p in summary["promotions"]]
     return start + ("; promoted in the run since: " + ", ".join(promoted) if promoted else "")
 
 
