@@ -33,14 +33,15 @@ def test_labels_are_made_once_per_chunk_and_a_lost_chunk_is_made_again_the_same(
     chunks = sorted(store.glob("chunk-*.npz"))
     assert len(chunks) == -(-len(data) // 128) >= 3
     stamps = [p.stat().st_mtime_ns for p in chunks]
-    first = dl.read_labels(store)
+    first, made_by = dl.read_labels(store)
+    assert made_by["teacher_sha256"] and made_by["walk_plies"] == 4
     assert dl.label(data, teacher, config, egdb, progress=False) == store
     assert [p.stat().st_mtime_ns for p in chunks] == stamps  # nothing made twice
     lost = chunks[1].read_bytes()
     chunks[1].unlink()
     dl.label(data, teacher, config, egdb, progress=False)
     assert chunks[1].read_bytes() == lost and [p.stat().st_mtime_ns for p in chunks[2:]] == stamps[2:]
-    labels = dl.read_labels(store)
+    labels, _ = dl.read_labels(store)
     assert all(np.array_equal(labels[c], first[c]) for c in dl.COLUMNS)
     # every labelled position is quiet and has a move; walks and expert positions both there
     from zero.rules.game import Position
@@ -78,7 +79,7 @@ def test_the_targets_blend_results_and_take_the_database_values():
 def test_training_writes_an_evaluation_that_loads_and_learnt_something(data, teacher, monkeypatch, tmp_path):
     monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
     store = dl.label(data, teacher, dl.DistilledLabelConfig(walk_plies=4, batch=64, threads=1), None, progress=False)
-    labels = dl.read_labels(store)
+    labels, _ = dl.read_labels(store)
     out = tmp_path / "eval.npz"
     config = DistilledTrainConfig(accumulator=16, hidden=8, steps=300, batch=256, threads=1, result_weight=0.0)
     held = train(labels, config, out, {"labels": str(store)}, progress=False)

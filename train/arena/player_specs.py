@@ -7,10 +7,11 @@
                            quiescence and an evaluation fitted on the OCA games), N plies deep, with the
                            4-piece endgame database's values (built on first use, seconds)
     classical:tS           the same on the clock: S seconds a move, by iterative deepening
-    distilled[:FILE]:N, distilled[:FILE]:tS
+    distilled[:FILE]:N, distilled[:FILE]:tS, distilled[:FILE]:tB+I
                            the same alpha-beta search over the distilled evaluation (zero.distilled: a small
                            network learnt from the policy-value network's values; FILE, default
-                           checkpoints/distilled.npz), N plies deep or S seconds a move
+                           checkpoints/distilled.npz), N plies deep, S seconds a move, or on a game clock of B
+                           seconds and I more a move (its time manager as mcts's: train.arena.clocked_search)
     distilled...:db, :dbN  with the largest endgame database built (of at most N pieces) as exact leaves
     distilled...:book      the experts' main line played at once where the opening book has it
     policy[:NET]           the network's raw policy, no search
@@ -218,7 +219,8 @@ def _distilled(args: str, seed: int, spec: str) -> MatchPlayer:
         raise PlayerSpecError(f"{spec!r}: the distilled player takes :db, :dbN and :book, not "
                               f"{', '.join(sorted(options - {'db', 'book'}))}")
     path, _, budget = args.rpartition(":")
-    depth, seconds = _depth_or_time("distilled", budget)
+    clock = _game_clock(budget[1:], spec) if budget.startswith("t") and "+" in budget else None
+    depth, seconds = (None, clock.increment or clock.base) if clock else _depth_or_time("distilled", budget)
     egdb = None
     if "db" in options:
         from zero.endgames.egdb_build import largest_available
@@ -231,7 +233,13 @@ def _distilled(args: str, seed: int, spec: str) -> MatchPlayer:
         raise PlayerSpecError(str(exc)) from None
     player.name = f"distilled:{path or 'default'}:{budget}" + (f":db{int(egdb.tables.max_pieces)}" if egdb else "") \
         + (":book" if "book" in options else "")
-    return player
+    if clock is None:
+        return player
+    from train.arena.clocked_search import ClockedSearchPlayer
+
+    clocked = ClockedSearchPlayer(player, clock)
+    clocked.name = player.name
+    return clocked
 
 
 def _count(text: str, most: int) -> int | None:

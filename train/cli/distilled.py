@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
         cfg = load_config(DistilledTrainConfig, args.config, args.overrides)
         store = Path(args.labels)
-        labels = read_labels(store)
-        held = train(labels, cfg, args.out, {"labels": str(store), "labels_positions": len(labels["black"])},
+        labels, made_by = read_labels(store)
+        held = train(labels, cfg, args.out, {"labels": str(store), "labels_positions": len(labels["black"]), **made_by},
                      progress=not args.quiet, egdb=largest_available())
     except (ConfigError, DatasetError, DistilledLabelError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)

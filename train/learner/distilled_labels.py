@@ -161,6 +161,8 @@ def read_chunk(path: Path, made_by: dict | None, c: int) -> dict[str, np.ndarray
         with np.load(path, allow_pickle=False) as archive:
             cols = {name: archive[name] for name in archive.files}
         doc = json.loads(cols.pop("document").tobytes())
+        if not isinstance(doc, dict):
+            raise ValueError("its document is not a record")
     except Exception as exc:  # numpy and zipfile raise many kinds for a damaged archive
         raise DistilledLabelError(f"{path}: unreadable label chunk ({type(exc).__name__}: "
                                   f"{str(exc).splitlines()[0] if str(exc) else ''}); delete it to label it again") \
@@ -193,8 +195,9 @@ def label(data: PretrainDataset, teacher: str | Path, config: DistilledLabelConf
     return store
 
 
-def read_labels(store: Path) -> dict[str, np.ndarray]:
-    """Every chunk of a store, concatenated (each checked against the first's identity)."""
+def read_labels(store: Path) -> tuple[dict[str, np.ndarray], dict]:
+    """Every chunk of a store, concatenated (each checked against the first's identity), and that identity:
+    what made the labels (the teacher's sha256 among it)."""
     paths = sorted(store.glob("chunk-*.npz"))
     if not paths:
         raise DistilledLabelError(f"{store}: no label chunks (make them: checkers-zero distilled label)")
@@ -202,4 +205,4 @@ def read_labels(store: Path) -> dict[str, np.ndarray]:
     with np.load(paths[0], allow_pickle=False) as archive:
         made_by = {k: v for k, v in json.loads(archive["document"].tobytes()).items() if k != "chunk"}
     parts = [first] + [read_chunk(p, made_by, int(p.stem.split("-")[1])) for p in paths[1:]]
-    return {name: np.concatenate([p[name] for p in parts]) for name in COLUMNS}
+    return {name: np.concatenate([p[name] for p in parts]) for name in COLUMNS}, made_by

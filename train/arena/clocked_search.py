@@ -1,0 +1,39 @@
+"""The alpha-beta player (zero.yardsticks.alphabeta_player) on a game clock: each move's time from the time
+manager (selfplay.tree_search.time_manager.move_time: the increment and a share of the bank, spread over fewer
+moves once the endgame database is near), so that what book, database and forced moves save is spent later
+in the game. The match keeps its clock (train.arena.match.ClockedPlayer)."""
+
+from __future__ import annotations
+
+from selfplay.tree_search.time_manager import GameClock, TimeManager, move_time
+from zero.rules.game import Game, Move
+from zero.yardsticks.alphabeta_player import AlphaBetaSearchPlayer
+
+# The share of its move's time left unsearched, for the move's own overhead (the search's last iteration
+# ends on a node budget estimated from its rate, which a slower stretch of the tree can overrun).
+SAFETY = 0.9
+
+
+class ClockedSearchPlayer:
+    """An alpha-beta player on `clock`; `choose_on_clock(game, left)` searches for the time manager's target."""
+
+    def __init__(self, player: AlphaBetaSearchPlayer, clock: GameClock, manager: TimeManager | None = None) -> None:
+        if player.seconds is None:
+            raise ValueError("a player on a game clock searches by time, not to a fixed depth")
+        self.player = player
+        self.clock = clock
+        self.manager = manager or TimeManager()
+        self.name = player.name.replace(f"t{player.seconds:g}", f"t{clock}", 1)
+
+    def reset(self, seed: int) -> None:
+        self.player.reset(seed)
+
+    def warm_up(self) -> None:
+        self.player.warm_up()
+
+    def choose_on_clock(self, game: Game, left: float) -> Move:
+        egdb = self.player.egdb
+        above = None if egdb is None else game.position.piece_count() - int(egdb.tables.max_pieces)
+        budget = move_time(self.manager, self.clock.increment, left - self.clock.increment, above)
+        self.player.seconds = max(SAFETY * min(budget.target, left), 1e-3)
+        return self.player.choose(game)
