@@ -15,7 +15,8 @@ SAFETY = 0.9
 
 
 class ClockedSearchPlayer:
-    """An alpha-beta player on `clock`; `choose_on_clock(game, left)` searches for the time manager's target."""
+    """An alpha-beta player on `clock`, by the player's name (which says its clock: train.arena.player_specs);
+    `choose_on_clock(game, left)` searches for the time manager's target."""
 
     def __init__(self, player: AlphaBetaSearchPlayer, clock: GameClock, manager: TimeManager | None = None) -> None:
         if player.seconds is None:
@@ -23,7 +24,7 @@ class ClockedSearchPlayer:
         self.player = player
         self.clock = clock
         self.manager = manager or TimeManager()
-        self.name = player.name.replace(f"t{player.seconds:g}", f"t{clock}", 1)
+        self.name = player.name
 
     def reset(self, seed: int) -> None:
         self.player.reset(seed)

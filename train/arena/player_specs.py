@@ -203,10 +203,11 @@ def _depth_or_time(kind: str, args: str) -> tuple[int | None, float | None]:
             raise PlayerSpecError(f"the {kind} player on the clock needs a time above 0 and at most "
                                   f"{MOST_MOVE_SECONDS:g} s, e.g. {kind}:t0.1, got {args!r}")
         return None, seconds
-    if _count(args, MAX_DEPTH) is None:
+    depth = _count(args, MAX_DEPTH)
+    if depth is None:
         raise PlayerSpecError(f"the {kind} player needs a depth of 1 to {MAX_DEPTH} plies (e.g. {kind}:8) or "
                               f"a time ({kind}:t0.1), got {args!r}")
-    return int(args), None
+    return depth, None
 
 
 def _distilled(args: str, seed: int, spec: str) -> MatchPlayer:
@@ -237,9 +238,7 @@ def _distilled(args: str, seed: int, spec: str) -> MatchPlayer:
         return player
     from train.arena.clocked_search import ClockedSearchPlayer
 
-    clocked = ClockedSearchPlayer(player, clock)
-    clocked.name = player.name
-    return clocked
+    return ClockedSearchPlayer(player, clock)
 
 
 def _count(text: str, most: int) -> int | None:

@@ -13,10 +13,8 @@ from zero.distilled.model import DistilledEval, load_eval as load_distilled
 from zero.endgames.egdb import Egdb, no_tables
 from zero.rules.game import Game, Move, Position
 from zero.yardsticks import alphabeta_search as ab
-from zero.yardsticks.players import SearchingPlayer, player_rng
+from zero.yardsticks.players import MAX_TIMED_DEPTH, SearchingPlayer, player_rng
 
-# Deepest iteration of a search on the clock (an endgame with few moves can go deep within its time).
-MAX_TIMED_DEPTH = 40
 _UNLIMITED_NODES = 1 << 62
 
 
