@@ -63,11 +63,13 @@ def test_the_cpu_trainer_steps_channels_last_as_it_would_contiguous_and_its_chec
     net = PolicyValueNet(TINY)
     twin = copy.deepcopy(net)
     optim = OptimConfig(lr=3e-3, schedule="constant")
-    learner = Learner(net, optim, HeadWeights(), torch.device("cpu"))
+    # float32 on every CPU: on one with AMX the default is bf16 autocast, whose rounding depends on the layout's
+    # kernels, and this test is of the layout, not of bf16 (test_training_computes_in_bf16_by_default_... runs that path).
+    learner = Learner(net, optim, HeadWeights(), torch.device("cpu"), bf16=False)
     convolutions = [p for p in learner.net.parameters() if p.ndim == 4]
     assert all(p.is_contiguous(memory_format=torch.channels_last) for p in convolutions)
     assert not all(p.is_contiguous() for p in convolutions)  # a 1x1 kernel is both; the 3x3 ones are not
-    reference = Learner(twin, optim, HeadWeights(), torch.device("cpu"))
+    reference = Learner(twin, optim, HeadWeights(), torch.device("cpu"), bf16=False)
     reference.net.to(memory_format=torch.contiguous_format)  # in place: the optimizer keeps its parameters
     assert all(p.is_contiguous() for p in reference.net.parameters())
     for _ in range(3):
