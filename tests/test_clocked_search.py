@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from selfplay.tree_search.time_manager import GameClock, TimeManager, move_time
-from train.arena.clocked_search import SAFETY, ClockedSearchPlayer
+from train.arena.clocked_search import ClockedSearchPlayer
 from train.arena.player_specs import make_player
 from zero.distilled.model import DistilledShape, random_eval
 from zero.endgames.egdb_build import ensure_built
@@ -24,10 +24,10 @@ def clocked(egdb=None) -> ClockedSearchPlayer:
 def test_a_move_spends_the_increment_and_a_share_of_the_bank():
     player = clocked()
     game = Game()
-    player.choose_on_clock(game, left=0.01)  # nothing banked: the increment alone
-    assert player.player.seconds == pytest.approx(SAFETY * 0.01)
+    player.choose_on_clock(game, left=0.01)  # nothing banked: the increment alone, less the manager's reserve
+    assert player.player.seconds == pytest.approx(0.9 * 0.01)
     player.choose_on_clock(game, left=0.01 + 0.2)  # 0.2 s banked over 10 moves to go
-    assert player.player.seconds == pytest.approx(SAFETY * (0.01 + 0.02))
+    assert player.player.seconds == pytest.approx(0.01 + 0.02)
     player.choose_on_clock(game, left=0.01 - 0.05)  # a debt: nothing left, the least time a search takes
     assert player.player.seconds == pytest.approx(1e-3)
 
@@ -39,7 +39,7 @@ def test_near_the_database_the_bank_is_spread_over_fewer_moves():
     player.choose_on_clock(game, left=0.21)
     expected = move_time(player.manager, 0.01, 0.2, 2).target
     assert expected == pytest.approx(0.01 + 0.2 / 2)
-    assert player.player.seconds == pytest.approx(SAFETY * expected)
+    assert player.player.seconds == pytest.approx(expected)
 
 
 def test_the_spec_names_a_distilled_player_on_a_game_clock(tmp_path):

@@ -253,14 +253,38 @@ def test_the_rate_margin_counts_more_simulations_left():
 def test_a_game_clock_spreads_its_bank_and_pays_back_an_overrun():
     manager = TimeManager(moves_to_go=20, extension=3.0, most_of_bank=0.3)
     increment = 0.1
-    assert move_time(manager, increment, 0.0) == MoveTime(0.1, 0.1)  # nothing banked: the increment, no more
+    # Nothing banked: the increment less the reserve kept for an overrun, no more.
+    assert move_time(manager, increment, 0.0) == MoveTime(pytest.approx(0.09), pytest.approx(0.09))
     banked = move_time(manager, increment, 2.0)
     assert banked.target == pytest.approx(0.2) and banked.most == pytest.approx(0.6)
     assert move_time(manager, increment, 20.0).most == pytest.approx(3 * 1.1)  # at most `extension` times the target
     assert move_time(manager, increment, 1.0).most == pytest.approx(0.1 + 0.3)  # at most that share of the bank
-    owed = move_time(manager, increment, -0.2)
-    assert owed.target == pytest.approx(0.09) and owed.most == pytest.approx(0.09)
-    assert move_time(manager, 0.0, -1.0) == MoveTime(0.0, 0.0)  # one step, then the move
+    # A debt bigger than the increment (a real clock would have fallen): one step, then the move.
+    assert move_time(manager, increment, -0.2) == MoveTime(0.0, 0.0)
+    assert move_time(manager, 0.0, -1.0) == MoveTime(0.0, 0.0)
+
+
+@pytest.mark.parametrize("increment", [0.0, 0.1, 1.0])
+@pytest.mark.parametrize("pieces_above_database", [None, 0, 1, 4, 30])
+def test_a_move_never_plans_past_what_the_clock_holds_less_its_reserve(increment, pieces_above_database):
+    manager = TimeManager(moves_to_go=20, moves_a_piece=1.0, extension=3.0, most_of_bank=1.0, reserve=0.1)
+    for bank in (0.0, 0.01, 0.5, 2.0, 60.0):
+        budget = move_time(manager, increment, bank, pieces_above_database)
+        assert budget.target <= budget.most <= 0.9 * (increment + bank) + 1e-12
+
+
+def test_a_game_on_the_clock_overrunning_each_search_a_little_never_runs_its_clock_out():
+    # Base 0 and 0.1 s a move; every searched move runs 5 ms past the time it aimed at (its last network
+    # call), and every fifth is played at once (a book or forced move) and banks its increment. Before the
+    # reserve the first searched move, aiming at the whole 0.1 s, left the clock 5 ms below zero.
+    manager, increment, bank, lowest = TimeManager(), 0.1, 0.0, 0.0
+    for move in range(200):
+        budget = move_time(manager, increment, bank, pieces_above_database=max(30 - move // 5, 0))
+        spent = 0.0 if move % 5 == 0 else budget.target + 0.005
+        bank += increment - spent
+        lowest = min(lowest, bank)
+    assert lowest >= 0.0
+    assert bank < 3 * increment  # and the bank is spent as it is earned, not hoarded
 
 
 def test_a_game_clock_spends_its_bank_before_the_database_plays():
@@ -269,7 +293,8 @@ def test_a_game_clock_spends_its_bank_before_the_database_plays():
     manager = TimeManager(moves_to_go=20, moves_a_piece=1.0)
     assert move_time(manager, 0.1, 2.0, pieces_above_database=30).target == pytest.approx(0.1 + 2.0 / 20)
     assert move_time(manager, 0.1, 2.0, pieces_above_database=4).target == pytest.approx(0.1 + 2.0 / 4)
-    assert move_time(manager, 0.1, 2.0, pieces_above_database=0).target == pytest.approx(0.1 + 2.0)  # the last search
+    # The last search: the whole clock, less its reserve.
+    assert move_time(manager, 0.1, 2.0, pieces_above_database=0).target == pytest.approx(0.9 * (0.1 + 2.0))
     slower = TimeManager(moves_to_go=20, moves_a_piece=2.0)
     assert move_time(slower, 0.1, 2.0, pieces_above_database=4).target == pytest.approx(0.1 + 2.0 / 8)
 

@@ -428,9 +428,9 @@ def test_a_player_with_a_database_spends_its_bank_before_the_database_plays():
 
     # Never stopping early nor thinking on, so that a move takes its target: the increment and the bank
     # (the base) spread over 5 moves, not 20; as many moves a piece as moves to go leaves the spread at 20.
-    steady = dict(moves_to_go=20, extension=1.0, rate_margin=1000.0)
+    steady = dict(moves_to_go=20, moves_a_piece=1.0, extension=1.0, rate_margin=1000.0)
     assert first_move(TimeManager(**steady))[0] == pytest.approx(0.01 + 0.2 / 5, abs=0.0011)
-    assert first_move(TimeManager(**steady, moves_a_piece=20.0))[0] == pytest.approx(0.01 + 0.2 / 20, abs=0.0011)
+    assert first_move(TimeManager(**{**steady, "moves_a_piece": 20.0}))[0] == pytest.approx(0.01 + 0.2 / 20, abs=0.0011)
 
 
 class _CompilingSearcher(SearchingPlayer):

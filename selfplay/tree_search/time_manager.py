@@ -41,17 +41,25 @@ class TimeManager:
     rate_margin: float = setting(1.5, low=1)
     # A move on a game clock aims at the increment plus this share of the time banked (what earlier moves
     # saved): the bank is spread as if this many moves were left, which keeps a reserve for the critical
-    # moves the game has not reached yet.
-    moves_to_go: float = setting(20.0, low=1)
+    # moves the game has not reached yet. 10 rather than 20 spends what the book's moves bank in the early
+    # middlegame, before exchanges bring the database near (benchmarks/clock_use.py, 2026-12-05).
+    moves_to_go: float = setting(10.0, low=1)
     # ... but over no more moves than are left before an endgame database plays the game on, at once and
     # for no time: estimated as this many of the player's moves a piece above the database's size. Over
-    # OCA's games the median is 1.0-1.3 (a sixth of them trade two pieces in one exchange), so 1 spends a
-    # little early rather than carry a bank into the database, where it is never spent.
-    moves_a_piece: float = setting(1.0, low=0.1)
+    # OCA's games the median is 1.0-1.3 (a sixth of them trade two pieces in one exchange); 0.5 spends
+    # early rather than carry a bank into the database, where it is never spent: with 1.0 the whole player
+    # took a median 0.17 s (p90 0.51 s) into it at 0.1 s a move, with 0.5 (and moves_to_go 10) 0.14 s
+    # (p90 0.33 s).
+    moves_a_piece: float = setting(0.5, low=0.1)
     # An unstable search may think on to this many times its target...
     extension: float = setting(3.0, low=1)
     # ... but never spends more than the increment and this share of the bank on one move.
     most_of_bank: float = setting(0.3, low=0, high=1)
+    # A move plans to leave this share of what its clock holds unspent, for what a search overruns its time by
+    # (its last step or network call, a slower stretch of an alpha-beta iteration, a loaded machine): planned
+    # to the clock's last millisecond, 5.5 % of the whole player's moves left it below zero (a real clock's
+    # flag would fall) over the 0.1 s ballot (benchmarks/clock_use.py, 2026-12-05).
+    reserve: float = setting(0.1, low=0, high=0.9)
     # The choice is unstable when the move to play changed within this last share of the search's
     # simulations...
     unstable_share: float = setting(0.25, low=0, high=1)
@@ -71,7 +79,8 @@ class TimeManager:
 
 
 # The settings that act only on a game clock (the rest, rate_margin, also stops a search of a budget a move).
-GAME_CLOCK_SETTINGS = ("moves_to_go", "moves_a_piece", "extension", "most_of_bank", "unstable_share", "value_drop")
+GAME_CLOCK_SETTINGS = ("moves_to_go", "moves_a_piece", "extension", "most_of_bank", "reserve", "unstable_share",
+                       "value_drop")
 
 
 def decided(children: RootChildren, simulations_left: float) -> bool:
@@ -129,13 +138,15 @@ def move_time(manager: TimeManager, increment: float, bank: float,
               pieces_above_database: int | None = None) -> MoveTime:
     """The time of the next move on a clock with this `increment` a move and `bank` seconds on it before the
     move's increment (what earlier moves left; negative after an overrun), for a player whose endgame
-    database holds positions of this many pieces fewer than the board's (None: no database)."""
+    database holds positions of this many pieces fewer than the board's (None: no database). Neither time
+    is more than the clock holds less its `reserve`: a debt (a clock left below zero by an overrun, which a
+    real clock would have lost on) leaves the move one step of search."""
     spread = manager.moves_to_go
     if pieces_above_database is not None:
         spread = max(min(spread, manager.moves_a_piece * pieces_above_database), 1.0)
-    # A debt (an overrun) is paid back at the rate a bank would be spent.
-    target = max(increment + bank / spread, 0.0)
-    most = max(min(manager.extension * target, increment + manager.most_of_bank * bank), target)
+    ceiling = max((1.0 - manager.reserve) * (increment + bank), 0.0)
+    target = min(max(increment + bank / spread, 0.0), ceiling)
+    most = min(max(min(manager.extension * target, increment + manager.most_of_bank * bank), target), ceiling)
     return MoveTime(target, most)
 
 

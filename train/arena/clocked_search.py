@@ -9,10 +9,6 @@ from selfplay.tree_search.time_manager import GameClock, TimeManager, move_time
 from zero.rules.game import Game, Move
 from zero.yardsticks.alphabeta_player import AlphaBetaSearchPlayer
 
-# The share of its move's time left unsearched, for the move's own overhead (the search's last iteration
-# ends on a node budget estimated from its rate, which a slower stretch of the tree can overrun).
-SAFETY = 0.9
-
 
 class ClockedSearchPlayer:
     """An alpha-beta player on `clock`, by the player's name (which says its clock: train.arena.player_specs);
@@ -36,5 +32,6 @@ class ClockedSearchPlayer:
         egdb = self.player.egdb
         above = None if egdb is None else game.position.piece_count() - int(egdb.tables.max_pieces)
         budget = move_time(self.manager, self.clock.increment, left - self.clock.increment, above)
-        self.player.seconds = max(SAFETY * min(budget.target, left), 1e-3)
+        # The manager's reserve covers what an iteration's node budget, estimated from its rate, overruns.
+        self.player.seconds = max(budget.target, 1e-3)
         return self.player.choose(game)

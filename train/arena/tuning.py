@@ -106,7 +106,8 @@ def default_params(game_clock: bool = False) -> list[Param]:
         return table
     manager = TimeManager()
     timing = {"rate_margin": (1.0, 4.0, 0.3), "moves_to_go": (4.0, 60.0, 4.0), "moves_a_piece": (0.5, 3.0, 0.25),
-              "extension": (1.0, 6.0, 0.5), "most_of_bank": (0.05, 1.0, 0.1), "unstable_share": (0.0, 1.0, 0.1), "value_drop": (0.0, 0.5, 0.05)}
+              "extension": (1.0, 6.0, 0.5), "most_of_bank": (0.05, 1.0, 0.1), "reserve": (0.0, 0.5, 0.05),
+              "unstable_share": (0.0, 1.0, 0.1), "value_drop": (0.0, 0.5, 0.05)}
     return table + [Param(name, float(getattr(manager, name)), low, high, c_end, 0.03)
                     for name, (low, high, c_end) in timing.items()]
 
