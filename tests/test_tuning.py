@@ -121,7 +121,7 @@ def test_on_a_game_clock_the_table_holds_the_time_manager_too(tmp_path, tiny_che
     assert {p.name for p in timing} == {f.name for f in dataclasses.fields(TimeManager)}
     assert all(p.start == getattr(TimeManager(), p.name) for p in timing)
     # Its players play on the clock, and a tuned value reaches the player's time manager.
-    spec = summary(cfg, []).split("as a player spec: ")[1].split()[0].replace("moves_to_go=20", "moves_to_go=8")
+    spec = summary(cfg, []).split("as a player spec: ")[1].split()[0].replace("moves_to_go=10", "moves_to_go=8")
     assert spec.startswith("mcts:t0+0.1:") and make_player(spec).time_manager.moves_to_go == 8
     # Without a game clock the default table stays the search's, and a setting only a game clock reads is refused.
     assert load_tune_config(tmp_path / "other", None, []).params == default_params()

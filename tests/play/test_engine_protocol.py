@@ -294,12 +294,13 @@ def test_a_move_on_a_game_clock_takes_its_share_and_thinks_on_only_while_its_cho
     from counting import ClockedEvaluator
     from selfplay.tree_search.time_manager import TimeManager
 
-    # 2 s banked and 0.1 a move: a target of 0.1 + 2/20 s, and up to three times that while unstable (share
-    # 1: every leader counts as late; share 0: never). Even values and a uniform policy: no early stop.
+    # 2 s banked and 0.1 a move: a target of 0.1 + 2/10 s, and while unstable up to three times that but no
+    # more than 0.1 + 0.3 of the bank, 0.7 s (share 1: every leader counts as late; share 0: never). Even
+    # values and a uniform policy: no early stop.
     evaluator = ClockedEvaluator(seconds=0.01)
     answer = _clock_answer({"clock": 2.1, "increment": 0.1}, evaluator,
                            TimeManager(unstable_share=share, value_drop=2.0))
-    expected = 0.6 if thinks_on else 0.2
+    expected = 0.7 if thinks_on else 0.3
     assert expected - 1e-3 <= answer["seconds"] <= expected + evaluator.seconds + 1e-3
 
 
@@ -316,6 +317,7 @@ def test_a_move_on_a_game_clock_never_takes_more_than_it_may(query, most):
 
 def test_a_move_on_a_game_clock_stops_once_it_cannot_change_and_a_forced_one_at_once():
     from counting import ClockedEvaluator
+    from selfplay.tree_search.time_manager import TimeManager
     from zero.net.encoding import move_action
     from zero.rules.notation import resolve_move
 
@@ -324,8 +326,10 @@ def test_a_move_on_a_game_clock_stops_once_it_cannot_change_and_a_forced_one_at_
         game.play(resolve_move(text, game.legal_moves()))
     favourite = resolve_move("9-14", game.legal_moves())
     action = move_action(favourite, game.position.black_to_move)
-    # 20 s left and 1 a move: a target of 1 + 19/20 s, of which the search needs little.
-    clocked = _clock_answer({"clock": 20, "increment": 1}, ClockedEvaluator(seconds=0.01, favourite=action))
+    # 20 s left and 1 a move, the bank spread over 20 moves: a target of 1 + 19/20 s, of which the search
+    # needs little.
+    clocked = _clock_answer({"clock": 20, "increment": 1}, ClockedEvaluator(seconds=0.01, favourite=action),
+                            TimeManager(moves_to_go=20))
     assert clocked["move"] == "9-14" and clocked["seconds"] < 1.5
     # Asked for the same time as analysis, it spends it all on the same move.
     timed = _clock_answer({"time": 1.95}, ClockedEvaluator(seconds=0.01, favourite=action))
