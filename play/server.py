@@ -8,7 +8,7 @@ API (every body is a JSON object; unknown fields are refused):
     GET  /api/info                  levels, default level, checkpoint name
     POST /api/games                 new game {color?: black|white, level?: NAME, sims?: N, fen?: FEN} -> state
     GET  /api/games/ID              state
-    POST /api/games/ID/move         {path: [squares]} or {move: "11-15"} -> state
+    POST /api/games/ID/move         {path: [squares]} or {move: "11-15"} (x for a capture, - for a step) -> state
     POST /api/games/ID/engine       the engine plays its move -> state (with its thinking)
     POST /api/games/ID/undo         take back the person's last move and the reply -> state
     POST /api/games/ID/hint         the engine's top moves for the person -> state with "hint"

@@ -170,6 +170,7 @@ def test_hint_level_draw_resign(server):
         ("POST", "move", b'{}', 400, "either path"),
         ("POST", "move", b'{"move": "11-20"}', 422, "illegal move 11-20; legal moves: "),
         ("POST", "move", b'{"move": "eleven"}', 422, "not a move"),
+        ("POST", "move", b'{"move": "11x15"}', 422, "11x15 is not a capture: write 11-15"),
         ("POST", "engine", b"{}", 409, "your turn"),
         ("POST", "undo", b"{}", 409, "no move of yours"),
         ("POST", "level", b'{"level": "grandmaster"}', 400, "unknown level"),

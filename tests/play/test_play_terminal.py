@@ -69,6 +69,15 @@ def test_capture_by_its_end_squares_and_resignation_saved_as_pdn(multi_jump_fen,
     assert len(game.moves) == 2
 
 
+def test_a_move_whose_capture_mark_is_wrong_is_refused_in_one_line(multi_jump_fen, run, tmp_path):
+    # Before: 12x16 played the step 12-16 without a word, and 9-25 the capture 9x18x25.
+    _, out = run("12x16\n")
+    assert "> 12x16 is not a capture: write 12-16\n" in out and "You play 12-16" not in out
+    assert not (tmp_path / "game.pdn").exists()
+    _, out = run("9-25\n", "--fen", multi_jump_fen)
+    assert "> 9-25 is a capture: write 9x18x25\n" in out and "You play 9x18x25" not in out
+
+
 def test_a_capture_stopped_halfway_is_refused(multi_jump_fen, run):
     _, out = run("9x18\n", "--fen", multi_jump_fen)
     assert "illegal move 9x18" in out  # both captures go on to 25 or 27
