@@ -10,10 +10,12 @@ API (every body is a JSON object; unknown fields are refused):
     GET  /api/games/ID              state
     POST /api/games/ID/move         {path: [squares]} or {move: "11-15"} (x for a capture, - for a step) -> state
     POST /api/games/ID/engine       the engine plays its move -> state (with its thinking)
-    POST /api/games/ID/undo         take back the person's last move and the reply -> state
+    POST /api/games/ID/undo         take back the person's last move and the reply; after an agreed draw or
+                                    a resignation, reopen the game as it was before it (no move taken
+                                    back) -> state
     POST /api/games/ID/hint         the engine's top moves for the person -> state with "hint"
     POST /api/games/ID/level        {level: NAME} or {sims: N} -> state
-    POST /api/games/ID/draw         offer a draw -> state with "draw_accepted"
+    POST /api/games/ID/draw         offer a draw, on the person's turn -> state with "draw_accepted"
     POST /api/games/ID/resign       -> state
     GET  /api/games/ID/pdn          the record as a PDN file
 A request that is malformed (400), names no game (404), is not possible now (409) or plays an illegal

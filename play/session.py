@@ -171,8 +171,9 @@ class HumanGame:
         return analysis_json(analysis, self.game.position, self.game.ply, top=top)
 
     def undo(self) -> list[Move]:
-        """Take back the person's last move and the engine's reply to it; after a resignation or agreed
-        draw, reopen the game instead. Returns the moves taken back (latest first)."""
+        """Take back the person's last move and the engine's reply to it. After a resignation or an agreed
+        draw, undo takes back that decision alone: the game reopens as it was before it, the person to move,
+        no move taken back (the docs say so). Returns the moves taken back (latest first)."""
         if self.declared is not None:
             self.declared = None
             return []
@@ -189,9 +190,10 @@ class HumanGame:
 
     def offer_draw(self) -> tuple[bool, float]:
         """Offer the engine a draw; it accepts when its expected score is at most DRAW_ACCEPT_MAX_SCORE.
-        Returns (accepted, the engine's expected score)."""
-        if self.over:
-            raise PlayError(f"the game is over: {self.status()}")
+        Returns (accepted, the engine's expected score). A draw is offered on the person's own turn, as over
+        the board: on the engine's, between the person's move and its reply, the engine would be asked to
+        settle a position it has yet to move in."""
+        self._require_human_turn()
         accepted, score = self.engine.accepts_draw(self.game, self.budget, engine_is_black=not self.human_black)
         if accepted:
             self.declared = Outcome(0, Termination.AGREEMENT)

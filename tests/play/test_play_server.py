@@ -157,6 +157,15 @@ def test_hint_level_draw_resign(server):
     assert status == 200 and not state["over"]  # undo reopens a game ended by agreement or resignation
 
 
+def test_a_draw_offered_on_the_engines_turn_is_refused(server):
+    # Before: accepted or declined as on the person's turn; the page offers only on the person's turn, the API
+    # did not hold to it.
+    state = new_game(server, color="white", level="beginner")  # Black, the engine, moves first
+    status, answer = call(server, "POST", f"/api/games/{state['id']}/draw", {})
+    assert status == 409 and answer == {"error": "it is the engine's turn"}
+    assert call(server, "GET", f"/api/games/{state['id']}") == (200, state)
+
+
 @pytest.mark.parametrize(
     "method,path,body,status,message",
     [
