@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zero.rules.game import Game, Move
+from zero.run.config import notify
 
 if TYPE_CHECKING:  # the search (numba kernels) is imported only when an engine searches
     from selfplay.tree_search.analysis import Analysis, GameSearch
@@ -179,8 +180,10 @@ class Engine:
 
             try:
                 book = ensure_book()
-            except FileNotFoundError:
-                book = None  # no OCA games to build it from: the engine searches its opening moves
+            except FileNotFoundError as exc:
+                # No OCA games to build it from: the engine searches its opening moves, and the person is told,
+                # or its weaker openings would pass for the engine's best.
+                notify(f"playing without the opening book ({exc})")
             except OSError as exc:
                 raise EngineError(f"opening book: {exc} (or play without it: --no-book)") from None
         return cls(evaluator, path, search_config, egdb=egdb, book=book)

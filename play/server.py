@@ -8,12 +8,14 @@ API (every body is a JSON object; unknown fields are refused):
     GET  /api/info                  levels, default level, checkpoint name
     POST /api/games                 new game {color?: black|white, level?: NAME, sims?: N, fen?: FEN} -> state
     GET  /api/games/ID              state
-    POST /api/games/ID/move         {path: [squares]} or {move: "11-15"} -> state
+    POST /api/games/ID/move         {path: [squares]} or {move: "11-15"} (x for a capture, - for a step) -> state
     POST /api/games/ID/engine       the engine plays its move -> state (with its thinking)
-    POST /api/games/ID/undo         take back the person's last move and the reply -> state
+    POST /api/games/ID/undo         take back the person's last move and the reply; after an agreed draw or
+                                    a resignation, reopen the game as it was before it (no move taken
+                                    back) -> state
     POST /api/games/ID/hint         the engine's top moves for the person -> state with "hint"
     POST /api/games/ID/level        {level: NAME} or {sims: N} -> state
-    POST /api/games/ID/draw         offer a draw -> state with "draw_accepted"
+    POST /api/games/ID/draw         offer a draw, on the person's turn -> state with "draw_accepted"
     POST /api/games/ID/resign       -> state
     GET  /api/games/ID/pdn          the record as a PDN file
 A request that is malformed (400), names no game (404), is not possible now (409) or plays an illegal
@@ -27,12 +29,15 @@ Limits (`Limits`), so that one client cannot take the server from the others:
   it searches, for the engine: the page, /api/info and other games' moves do not wait on a search.
 - Games: a game in use is never dropped for another. A client is a browser session (the page sets a cookie
   for it: a label to count games by, no credential) or, for a program that sends no such cookie, its address.
-  A client holds at most `max_games_per_client` games and the server `max_games`; a new game beyond either
-  replaces the least recently used game (the client's own, or anyone's) that is free to go: one unused for
-  `game_idle_seconds`, or one never played (no action asked of it since it was made) and unused for
-  `unplayed_game_seconds`. Otherwise it is refused (429, 503). So a program's burst of new games locks out no
-  browser, which counts as a client of its own, and leaves room for anyone a minute later; every program on
-  this machine is one address, and a person's game is kept safe by being in use.
+  A client holds at most `max_games_per_client` games, an address (whatever cookies its requests carry: anyone
+  can make one up) `max_games_per_address`, and the server `max_games`; a new game beyond any of them replaces
+  the least recently used game (the client's own, the address's, or anyone's) that is free to go: one unused
+  for `game_idle_seconds`, or one never played (no action done in it since it was made: a refused request is
+  no play) and unused for `unplayed_game_seconds`. Otherwise it is refused (429, 429, 503). So a program's
+  burst of new games, under one cookie, many or none, locks out no browser on another address, which finds
+  the slots one address cannot hold; a browser on the program's own address counts as a client of its own and
+  finds room a minute later unless the program plays in every game it holds. Every program on this machine
+  is one address, and a person's game is kept safe by being in use.
 - Connections: one request each (HTTP/1.0). Until its request (line, headers and the body its one
   Content-Length announces) is all in, a connection costs a buffer that one thread reads, not a thread of its
   own; it is closed after `connection_timeout` seconds without a byte, or `request_deadline` seconds after it
@@ -105,6 +110,9 @@ class Limits:
     # A game in memory is a few kilobytes.
     max_games: int = setting(256, low=1, high=1_000_000)
     max_games_per_client: int = setting(64, low=1, high=1_000_000)
+    # Below max_games, so that the slots one address cannot hold are always there for a browser on another:
+    # session cookies are labels anyone can make up, so a client's cap alone binds no program.
+    max_games_per_address: int = setting(128, low=1, high=1_000_000)
     game_idle_seconds: float = setting(1800.0, low=0)
     # What a burst of new games leaves behind; a person who starts a game plays in it within a minute.
     unplayed_game_seconds: float = setting(60.0, low=0)
@@ -123,9 +131,10 @@ class _Entry:
 
     game: HumanGame
     client: str
+    address: str  # the client's network address, which a cookie does not change
     last_used: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    played: bool = False  # some action has been asked of it
+    played: bool = False  # some action has been done in it (a refused request does not count)
 
 
 class ApiError(Exception):
@@ -458,13 +467,17 @@ class PlayServer(HTTPServer):
             self.games.move_to_end(game_id)
             return entry
 
-    def _make_room(self, client: str) -> None:
-        """Drop the game a new one from `client` replaces (see the module doc), or refuse it."""
+    def _make_room(self, client: str, address: str) -> None:
+        """Drop the game a new one from `client` at `address` replaces (see the module doc), or refuse it."""
         limits = self.limits
         mine = [gid for gid, e in self.games.items() if e.client == client]
+        here = [gid for gid, e in self.games.items() if e.address == address]
         if len(mine) >= limits.max_games_per_client:
             candidates, status = mine, 429
             message = f"you have {len(mine)} games in play, the most one client may have"
+        elif len(here) >= limits.max_games_per_address:
+            candidates, status = here, 429
+            message = f"your address has {len(here)} games in play, the most one address may have"
         elif len(self.games) >= limits.max_games:
             candidates, status = list(self.games), 503
             message = f"the server has {len(self.games)} games in play, the most it keeps"
@@ -482,7 +495,7 @@ class PlayServer(HTTPServer):
                                    f"never played for {limits.unplayed_game_seconds:g} s, makes room for a new one")
         del self.games[victim]
 
-    def new_game(self, body: dict[str, Any], client: str) -> dict[str, Any]:
+    def new_game(self, body: dict[str, Any], client: str, address: str) -> dict[str, Any]:
         fields = _fields(body, {"color": str, "level": str, "sims": int, "fen": str})
         color = fields.get("color", "black")
         if color not in ("black", "white"):
@@ -495,18 +508,22 @@ class PlayServer(HTTPServer):
             except NotationError as exc:
                 raise ApiError(400, str(exc)) from None
         game_id = secrets.token_hex(8)
-        entry = _Entry(HumanGame(self.engine, color == "black", budget, level=level, start=start), client)
+        game = HumanGame(self.engine, color == "black", budget, level=level, start=start)
+        entry = _Entry(game, client, address)
         with self.games_lock:
-            self._make_room(client)
+            self._make_room(client, address)
             self.games[game_id] = entry
         return game_state(game_id, entry.game)  # no other request knows the new id yet
 
     def game_action(self, game_id: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
         entry = self.entry(game_id)
-        entry.played = True
         searching = self.engine_lock if action in _ENGINE_ACTIONS else contextlib.nullcontext()
         with entry.lock, searching:
-            return self._game_action(game_id, entry.game, action, body)
+            state = self._game_action(game_id, entry.game, action, body)
+            # Only now: a request refused (malformed, illegal, not possible now) changed nothing, and counted
+            # as play it would keep a forged game from making room for a person's.
+            entry.played = True
+            return state
 
     def _game_action(self, game_id: str, s: HumanGame, action: str, body: dict[str, Any]) -> dict[str, Any]:
         extra: dict[str, Any] = {}
@@ -542,18 +559,18 @@ class PlayServer(HTTPServer):
         return {**game_state(game_id, s), **extra}
 
     def handle_api(self, method: str, parts: list[str], body: dict[str, Any] | None,
-                   client: str) -> dict[str, Any] | str:
-        """Route one API call from the client at address `client`; returns JSON data, or text for the PDN
-        download."""
+                   client: str, address: str) -> dict[str, Any] | str:
+        """Route one API call from `client` (a browser session, or the address of a program without one) at
+        `address`; returns JSON data, or text for the PDN download."""
         try:
-            return self._route(method, parts, body, client)
+            return self._route(method, parts, body, client, address)
         except NotationError as exc:
             raise ApiError(422, str(exc)) from None
         except (PlayError, EngineError) as exc:
             raise ApiError(409, str(exc)) from None
 
     def _route(self, method: str, parts: list[str], body: dict[str, Any] | None,
-               client: str) -> dict[str, Any] | str:
+               client: str, address: str) -> dict[str, Any] | str:
         if parts == ["info"]:
             _allow(method, "GET")
             return {
@@ -564,7 +581,7 @@ class PlayServer(HTTPServer):
             }
         if parts == ["games"]:
             _allow(method, "POST")
-            return self.new_game(body or {}, client)
+            return self.new_game(body or {}, client, address)
         if len(parts) == 2 and parts[0] == "games":
             _allow(method, "GET")
             entry = self.entry(parts[1])
@@ -638,8 +655,9 @@ class PlayHandler(BaseHTTPRequestHandler):
             if not path.startswith("/api/"):
                 raise ApiError(404, f"nothing at {path}")
             body = self._body(length) if method == "POST" else None
-            client = f"session {session[1]}" if session else self.client_address[0]
-            result = self.server.handle_api(method, [p for p in path[5:].split("/") if p], body, client)
+            address = self.client_address[0]
+            client = f"session {session[1]}" if session else address
+            result = self.server.handle_api(method, [p for p in path[5:].split("/") if p], body, client, address)
             if isinstance(result, str):
                 game_id = path.split("/")[3]
                 return (200, result.encode(), "application/x-chess-pdn; charset=utf-8",

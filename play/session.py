@@ -131,17 +131,24 @@ class HumanGame:
             raise PlayError("it is the engine's turn")
 
     def play_text(self, text: str) -> Move:
-        """Play the person's move written in standard notation (a capture may give only its ends)."""
-        self._require_human_turn()
-        move = resolve_move(text, self.game.legal_moves())  # NotationError names the legal moves
-        self.game.play(move)
-        return move
+        """Play the person's move written in standard notation (a capture may give only its ends). Its mark
+        must say what the move is, x for a capture and - for a step: a person who writes 12x16 expects a
+        capture, and is told there is none rather than have a step played."""
+        return self._play(text, strict_capture_mark=True)
 
     def play_path(self, path: list[int]) -> Move:
         """Play the person's move given as the squares it visits (from and to are enough when unambiguous)."""
         if len(path) < 2:
             raise PlayError("a move needs at least its start and end squares")
-        return self.play_text("-".join(str(sq) for sq in path))  # notation tolerates '-' for a capture
+        # The squares say nothing of a capture: the notation reads '-' for one too.
+        return self._play("-".join(str(sq) for sq in path), strict_capture_mark=False)
+
+    def _play(self, text: str, strict_capture_mark: bool) -> Move:
+        self._require_human_turn()
+        # NotationError names the legal moves, or the move the text meant when only its mark is wrong.
+        move = resolve_move(text, self.game.legal_moves(), strict_capture_mark=strict_capture_mark)
+        self.game.play(move)
+        return move
 
     def engine_move(self) -> Move:
         """Let the engine search and play its move; its thinking is kept in last_thinking (None after a
@@ -164,8 +171,9 @@ class HumanGame:
         return analysis_json(analysis, self.game.position, self.game.ply, top=top)
 
     def undo(self) -> list[Move]:
-        """Take back the person's last move and the engine's reply to it; after a resignation or agreed
-        draw, reopen the game instead. Returns the moves taken back (latest first)."""
+        """Take back the person's last move and the engine's reply to it. After a resignation or an agreed
+        draw, undo takes back that decision alone: the game reopens as it was before it, the person to move,
+        no move taken back (the docs say so). Returns the moves taken back (latest first)."""
         if self.declared is not None:
             self.declared = None
             return []
@@ -182,9 +190,10 @@ class HumanGame:
 
     def offer_draw(self) -> tuple[bool, float]:
         """Offer the engine a draw; it accepts when its expected score is at most DRAW_ACCEPT_MAX_SCORE.
-        Returns (accepted, the engine's expected score)."""
-        if self.over:
-            raise PlayError(f"the game is over: {self.status()}")
+        Returns (accepted, the engine's expected score). A draw is offered on the person's own turn, as over
+        the board: on the engine's, between the person's move and its reply, the engine would be asked to
+        settle a position it has yet to move in."""
+        self._require_human_turn()
         accepted, score = self.engine.accepts_draw(self.game, self.budget, engine_is_black=not self.human_black)
         if accepted:
             self.declared = Outcome(0, Termination.AGREEMENT)

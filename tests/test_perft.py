@@ -123,3 +123,14 @@ def test_cli_says_whether_the_count_matches_the_published_table(capsys, monkeypa
     monkeypatch.setattr("zero.cli.perft.perft", lambda pos, depth, count_paths=False, bulk=True: 12345)
     assert main(["perft", "--depth", "6"]) == 1
     assert "MISMATCH: perft.txt gives 36768" in capsys.readouterr().out
+
+
+def test_cli_names_a_missing_perft_txt_rather_than_a_missing_count(capsys, monkeypatch, tmp_path):
+    # Before: without the file it said "no published count for this position and depth", as if the table
+    # had been read.
+    monkeypatch.setenv("CHECKERS_ZERO_DATA", str(tmp_path))
+    assert main(["perft", "--depth", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("perft(3) = 302 ") and "no published count" not in out
+    assert out.splitlines()[1] == (f"cannot compare with the published count: data file 'perft.txt' not found: "
+                                   f"{tmp_path / 'perft.txt'} is missing (the data folder is $CHECKERS_ZERO_DATA)")

@@ -120,6 +120,35 @@ def test_a_missing_ballot_stops_the_loop_before_anything_starts(tmp_path, capsys
     assert not (tmp_path / "run" / "loop-config.toml").exists()
 
 
+@pytest.mark.parametrize("override,message", [
+    ('initial_checkpoint="nowhere.pt"', "error: initial checkpoint: nowhere.pt: no such checkpoint file"),
+    ('replay_storage="runs/replay"', "error: replay storage 'runs/replay' is not an object-store URL"),
+    ('replay_storage="s3://bucket/run"', "error: an object-store URL needs obstore"),
+])
+def test_a_refused_start_leaves_nothing_behind(tmp_path, capsys, monkeypatch, override, message):
+    # Before: each left the run's folder behind, holding loop.lock (the second also the first checkpoint's
+    # copy and checkpoints/, the third replay-storage.url, after a traceback): a run that never started.
+    from zero.run import objectstore
+    from zero.run.data import data_file
+
+    if data_file("openings/acf_3move_144.txt") is None:
+        pytest.skip("openings/acf_3move_144.txt not found (set CHECKERS_ZERO_DATA)")
+
+    def no_obstore():  # as without the cluster extra, whether or not this machine has it
+        raise objectstore.LeaseError('an object-store URL needs obstore: pip install -e ".[cluster]"')
+
+    monkeypatch.setattr(objectstore, "_obstore", no_obstore)
+    run = tmp_path / "runs" / "new"
+    assert main(["loop", "--run", str(run), "--set", override]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(message), err
+    assert list(tmp_path.iterdir()) == []  # the folders it made for the run went with it
+    run.mkdir(parents=True)
+    (run / "notes.txt").write_text("the person's own")
+    assert main(["loop", "--run", str(run), "--set", override]) == 2
+    assert [p.name for p in run.iterdir()] == ["notes.txt"]  # in a folder that was there: only what it found
+
+
 def test_a_gatekeeper_without_its_ballot_fails_for_good(tmp_path, monkeypatch):
     # The data folder vanished during a run: a restart would fail the same way, so the role says so once
     # and exits with the code the supervisor does not restart.

@@ -137,10 +137,27 @@ class FixedViewEngine(Engine):
     ],
 )
 def test_draw_acceptance_rule(wdl, engine_to_move, accepted):
-    game = HumanGame(FixedViewEngine(wdl), human_black=not engine_to_move, budget=Budget(simulations=1))
-    got, score = game.offer_draw()
+    # The engine's rule, whichever side is to move (a person offers only on their turn: the next test).
+    got, score = FixedViewEngine(wdl).accepts_draw(Game(), Budget(simulations=1), engine_is_black=engine_to_move)
     assert got == accepted and (score <= DRAW_ACCEPT_MAX_SCORE + 1e-9) == accepted
-    assert game.result == ("1/2-1/2" if accepted else "*")
+    game = HumanGame(FixedViewEngine(wdl), human_black=True, budget=Budget(simulations=1))
+    if not engine_to_move:
+        assert game.offer_draw() == (got, score) and game.result == ("1/2-1/2" if accepted else "*")
+
+
+def test_a_draw_is_offered_on_the_persons_turn_and_undo_reopens_the_game_as_it_was():
+    # Before: a draw offered on the engine's turn (between the person's move and its reply) was accepted, and
+    # the docs said undo takes back the person's move where it reopened the game.
+    game = HumanGame(FixedViewEngine((0.1, 0.8, 0.1)), human_black=True, budget=Budget(simulations=1))
+    game.play_text("11-15")
+    with pytest.raises(PlayError, match="it is the engine's turn"):
+        game.offer_draw()
+    assert not game.over and game.engine_to_move
+    game.game.play(resolve_move("23-19", game.game.legal_moves()))  # the engine's reply
+    assert game.offer_draw()[0] and game.result == "1/2-1/2"
+    assert game.undo() == [] and not game.over and game.human_to_move  # the draw alone is taken back
+    assert [str(m) for m in game.game.moves] == ["11-15", "23-19"]
+    assert [str(m) for m in game.undo()] == ["23-19", "11-15"]  # then the moves, as before any draw
 
 
 def test_pdn_start_that_goes_on_after_the_game_ended_is_refused():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import secrets
 import socket
 import struct
 import threading
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from play.cli.main import build_parser, main
 from play.engine import Engine
 from zero.corpus.pdn import PdnGame, read_pdn_text
+from zero.run.config import ConfigError
 from play.server import (DEFAULT_HOST, MAX_SIMULATIONS, Limits, PlayServer, host_allowed, machine_names,
                          start_in_thread)
 
@@ -26,7 +28,8 @@ from play.server import (DEFAULT_HOST, MAX_SIMULATIONS, Limits, PlayServer, host
 @pytest.fixture(scope="module")
 def server(engine):
     """The server most tests share; they make more games from one address than a person would."""
-    srv, stop = start_in_thread(engine, limits=Limits(max_games=1000, max_games_per_client=1000))
+    srv, stop = start_in_thread(engine, limits=Limits(max_games=1000, max_games_per_client=1000,
+                                                      max_games_per_address=1000))
     yield srv
     stop()
 
@@ -154,6 +157,15 @@ def test_hint_level_draw_resign(server):
     assert status == 200 and not state["over"]  # undo reopens a game ended by agreement or resignation
 
 
+def test_a_draw_offered_on_the_engines_turn_is_refused(server):
+    # Before: accepted or declined as on the person's turn; the page offers only on the person's turn, the API
+    # did not hold to it.
+    state = new_game(server, color="white", level="beginner")  # Black, the engine, moves first
+    status, answer = call(server, "POST", f"/api/games/{state['id']}/draw", {})
+    assert status == 409 and answer == {"error": "it is the engine's turn"}
+    assert call(server, "GET", f"/api/games/{state['id']}") == (200, state)
+
+
 @pytest.mark.parametrize(
     "method,path,body,status,message",
     [
@@ -167,6 +179,7 @@ def test_hint_level_draw_resign(server):
         ("POST", "move", b'{}', 400, "either path"),
         ("POST", "move", b'{"move": "11-20"}', 422, "illegal move 11-20; legal moves: "),
         ("POST", "move", b'{"move": "eleven"}', 422, "not a move"),
+        ("POST", "move", b'{"move": "11x15"}', 422, "11x15 is not a capture: write 11-15"),
         ("POST", "engine", b"{}", 409, "your turn"),
         ("POST", "undo", b"{}", 409, "no move of yours"),
         ("POST", "level", b'{"level": "grandmaster"}', 400, "unknown level"),
@@ -547,6 +560,58 @@ def test_a_burst_of_new_games_locks_no_new_browser_session_out(engine):
         assert status == 200
         status, state = call(srv, "POST", f"/api/games/{state['id']}/move", {"path": [11, 15]}, headers=browser)
         assert status == 200 and state["moves"] == ["11-15"]
+
+
+def test_forged_sessions_from_one_address_lock_no_browser_out(engine):
+    # Before: 300 made-up session cookies from one address, each with a new game and a malformed move (400),
+    # filled all 256 slots, every game counted as played: a new browser anywhere got 503 for 30 minutes.
+    # Here each forged game is even played (a legal move), so that only the address's cap can make room.
+    def forge(_):
+        headers = {"Content-Type": "application/json",
+                   "Cookie": f"checkers_zero_session={secrets.token_hex(16)}"}
+        status, state = call(srv, "POST", "/api/games", {"level": "beginner"}, headers=headers)
+        if status != 200:
+            return status
+        assert call(srv, "POST", f"/api/games/{state['id']}/move", {"path": [99]}, headers=headers)[0] == 400
+        assert call(srv, "POST", f"/api/games/{state['id']}/move", {"path": [11, 15]}, headers=headers)[0] == 200
+        return status
+
+    most = Limits().max_games_per_address
+    with serving(engine) as srv, ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(forge, range(300)))
+        assert statuses.count(200) == most and set(statuses) == {200, 429}
+        status, answer = call(srv, "POST", "/api/games", {}, headers={
+            "Content-Type": "application/json", "Cookie": f"checkers_zero_session={secrets.token_hex(16)}"})
+        assert status == 429 and f"your address has {most} games" in answer["error"]
+        browser = {"Content-Type": "application/json", "Cookie": session_cookie(srv)}
+        status, state = call(srv, "POST", "/api/games", {"level": "beginner"}, headers=browser, client="127.0.0.2")
+        assert status == 200, state
+        status, state = call(srv, "POST", f"/api/games/{state['id']}/move", {"path": [11, 15]}, headers=browser,
+                             client="127.0.0.2")
+        assert status == 200 and state["moves"] == ["11-15"]
+
+
+def test_the_address_cap_is_checked_as_every_limit_is(engine):
+    with pytest.raises(ConfigError, match="max_games_per_address = 0: must be"):
+        PlayServer(engine, port=0, limits=Limits(max_games_per_address=0))
+
+
+@pytest.mark.parametrize("action,body,status", [
+    ("move", {"path": [99]}, 400),  # malformed
+    ("move", {"move": "11-20"}, 422),  # illegal
+    ("engine", {}, 409),  # not possible now: the person's turn
+    ("level", {"level": "grandmaster"}, 400),
+])
+def test_a_refused_request_does_not_count_as_play(engine, action, body, status):
+    # Before: any request naming a game marked it played, refused or not, and so kept it for 30 minutes.
+    limits = Limits(max_games=2, max_games_per_client=2, unplayed_game_seconds=0.5)
+    with serving(engine, limits) as srv:
+        played, refused = new_game(srv)["id"], new_game(srv)["id"]
+        assert call(srv, "POST", f"/api/games/{played}/move", {"path": [11, 15]})[0] == 200
+        assert call(srv, "POST", f"/api/games/{refused}/{action}", body)[0] == status
+        time.sleep(0.6)
+        new_game(srv)  # the game whose only request was refused is still never played: it makes room
+        assert [call(srv, "GET", f"/api/games/{g}")[0] for g in (played, refused)] == [200, 404]
 
 
 def test_games_never_played_make_room_after_a_short_while(engine):

@@ -32,6 +32,48 @@ def run(monkeypatch, capsys, tiny_checkpoint, tmp_path):
     return lambda script, *extra: play(monkeypatch, capsys, tiny_checkpoint, tmp_path, script, *extra)
 
 
+def first_start(monkeypatch, capsys, tiny_checkpoint, tmp_path, data: str | None) -> str:
+    """`play` (book and endgame database asked for) on a machine that has built neither yet: the data folder
+    holds `data` as its OCA games, or nothing. The quick endgame database is the 2-piece one here (seconds
+    fewer than the 4-piece one, the same code)."""
+    from zero.endgames import egdb_build
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    if data is not None:
+        (folder / "OCA_2.0.pdn").write_text(data)
+    monkeypatch.setenv("CHECKERS_ZERO_DATA", str(folder))
+    monkeypatch.setenv("CHECKERS_ZERO_BOOK", str(tmp_path / "cache" / "book.npz"))
+    monkeypatch.setenv("CHECKERS_ZERO_EGDB", str(tmp_path / "cache" / "egdb"))
+    monkeypatch.setattr(egdb_build, "QUICK_PIECES", 2)
+    monkeypatch.setattr("sys.stdin", io.StringIO("quit\n"))
+    assert main(["play", "--checkpoint", str(tiny_checkpoint), "--sims", "4",
+                 "--save", str(tmp_path / "game.pdn")]) == 0
+    captured = capsys.readouterr()
+    return captured.err
+
+
+def test_the_first_start_says_what_it_builds_before_it_builds_it(monkeypatch, capsys, tiny_checkpoint, tmp_path):
+    # Before: the first `play` sat silent for some 26 s while it built the opening book and the database.
+    err = first_start(monkeypatch, capsys, tiny_checkpoint, tmp_path, "[Result \"1-0\"]\n1. 11-15 23-19 1-0\n")
+    assert (f"building the opening book from {tmp_path / 'data' / 'OCA_2.0.pdn'} into "
+            f"{tmp_path / 'cache' / 'book.npz'} (once, some seconds) ...\n") in err
+    assert (f"building the 2-piece endgame database in {tmp_path / 'cache' / 'egdb'} (once, some seconds) "
+            "...\n") in err
+    assert (tmp_path / "cache" / "book.npz").is_file()
+
+
+def test_play_without_the_data_folder_says_it_plays_without_the_book(monkeypatch, capsys, tiny_checkpoint,
+                                                                    tmp_path):
+    # Before: the engine searched its openings without a word of the book it was meant to play from.
+    err = first_start(monkeypatch, capsys, tiny_checkpoint, tmp_path, None)
+    lines = [line for line in err.splitlines() if "opening book" in line]
+    # (A notice is time-stamped in a process that logs, as this one may after other tests.)
+    assert len(lines) == 1 and lines[0].endswith(
+        f"playing without the opening book (data file 'OCA_2.0.pdn' not found: "
+        f"{tmp_path / 'data' / 'OCA_2.0.pdn'} is missing (the data folder is $CHECKERS_ZERO_DATA))"), lines
+
+
 def test_board_shows_pieces_and_square_numbers(run):
     code, out = run("quit\n")
     assert code == 0
@@ -67,6 +109,15 @@ def test_capture_by_its_end_squares_and_resignation_saved_as_pdn(multi_jump_fen,
     assert str(game.start) == multi_jump_fen
     assert [str(mv) for mv in game.moves][0] == "9x18x25"
     assert len(game.moves) == 2
+
+
+def test_a_move_whose_capture_mark_is_wrong_is_refused_in_one_line(multi_jump_fen, run, tmp_path):
+    # Before: 12x16 played the step 12-16 without a word, and 9-25 the capture 9x18x25.
+    _, out = run("12x16\n")
+    assert "> 12x16 is not a capture: write 12-16\n" in out and "You play 12-16" not in out
+    assert not (tmp_path / "game.pdn").exists()
+    _, out = run("9-25\n", "--fen", multi_jump_fen)
+    assert "> 9-25 is a capture: write 9x18x25\n" in out and "You play 9x18x25" not in out
 
 
 def test_a_capture_stopped_halfway_is_refused(multi_jump_fen, run):

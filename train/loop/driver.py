@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -39,6 +40,7 @@ from zero.run.config import (
     to_dict, write_run_record,
 )
 from zero.corpus.openings import BallotError
+from zero.run.objectstore import LeaseError
 from zero.run.rundir import RunDir, RunDirError
 from zero.run.wandb_logging import WandbMissing, import_wandb
 
@@ -325,6 +327,14 @@ def continue_source_run(run_dir: Path, cfg: LoopConfig) -> bool:
     return True
 
 
+def first_missing_folder(path: Path) -> Path | None:
+    """The outermost folder of `path` (itself included) that does not exist yet; None when it exists."""
+    missing = None
+    while not path.exists() and path != path.parent:
+        missing, path = path, path.parent
+    return missing
+
+
 def run_loop(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     # Absolute: roles on a cluster start in folders of Ray's.
@@ -345,33 +355,50 @@ def run_loop(args: argparse.Namespace) -> int:
     except (ConfigError, WandbMissing, BallotError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    made = first_missing_folder(run_dir)  # the folders this start makes for the run, if any
+    there = set(os.listdir(run_dir)) if made is None and run_dir.is_dir() else set()  # what it finds in the run
     try:
         # Before anything of the run is touched: a second loop on it would train, gate and rate twice.
         lock = run.take_loop_lock()
     except RunDirError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+    def refuse(message: str | None) -> int:
+        """Refuse the start (`message` None: said already), leaving nothing of it behind: a run folder
+        holding loop.lock, or the copy of a first checkpoint, reads as a run that started."""
+        if message is not None:
+            print(f"error: {message}", file=sys.stderr)
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        else:
+            for name in set(os.listdir(run_dir)) - there:
+                path = run_dir / name
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+        lock.close()
+        return 2
+
     resumed = run.config_file.exists()
     # Nothing of the run is running now (the lock says so): temporary files are leftovers of a killed one.
     for leftover in remove_leftover_temp_files(run.root):
         log.info("removed %s, left by an interrupted write", leftover)
     if cfg.take_replay and not resumed and not continue_source_run(run_dir, cfg):
-        return 2
+        return refuse(None)
     try:
         initial = run_initial_checkpoint(run_dir, resolve_checkpoint(cfg.initial_checkpoint))
         run.set_replay_storage(cfg.replay_storage)
     except CheckpointError as exc:
-        print(f"error: initial checkpoint: {exc}", file=sys.stderr)
-        return 2
+        return refuse(f"initial checkpoint: {exc}")
     except RunDirError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return refuse(str(exc))
     try:
         # Before any role writes to the store or trains on it: they read only their own part of it.
         refuse_damaged_store(run_dir)
-    except ReplayError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except (ReplayError, LeaseError) as exc:  # LeaseError: an object store it cannot reach
+        return refuse(str(exc))
     if run.read_best() is None:
         # Before any promotion the run's best is its starting checkpoint; actors read this file.
         run.write_best(initial, load_checkpoint(initial).step, "initial checkpoint of the run")
@@ -383,8 +410,7 @@ def run_loop(args: argparse.Namespace) -> int:
         try:
             sup = RayRoles(args.cluster, cfg.cluster, str(run.logs))
         except ClusterError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return refuse(str(exc))
         actors = sup.actors_for(cfg.actors)
     else:
         import torch

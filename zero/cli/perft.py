@@ -39,7 +39,11 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     rate = total / elapsed / 1e6 if elapsed > 0 else float("inf")
     print(f"perft({args.depth}) = {total}  [{elapsed:.3f} s, {rate:.1f} M nodes/s]")
-    expected = published_count(pos, args.depth, args.count_paths)
+    try:
+        expected = published_count(pos, args.depth, args.count_paths)
+    except FileNotFoundError as exc:
+        print(f"cannot compare with the published count: {exc}")
+        return 0
     rule = "paths counted" if args.count_paths else "duplicate king paths merged"
     if expected is None:
         print(f"no published count for this position and depth ({rule}) in perft.txt to compare with")

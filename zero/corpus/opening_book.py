@@ -27,7 +27,7 @@ import numpy as np
 
 from zero.corpus.pdn import PdnGame, read_pdn
 from zero.rules.game import Move, Position
-from zero.run.config import atomic_write_bytes
+from zero.run.config import atomic_write_bytes, notify
 from zero.run.data import OCA_FILE, require_data_file
 
 ENV_VAR = "CHECKERS_ZERO_BOOK"
@@ -172,6 +172,9 @@ def ensure_book(path: Path | None = None) -> OpeningBook:
     except BookFileError:
         if path.exists():
             path.unlink()
-    book = book_from_pdn(require_data_file(OCA_FILE))
+    games = require_data_file(OCA_FILE)
+    # Some seconds of silence read as a hang to a person starting `play` for the first time.
+    notify(f"building the opening book from {games} into {path} (once, some seconds) ...")
+    book = book_from_pdn(games)
     save_book(book, path)
     return book

@@ -297,6 +297,8 @@ def ensure_built(pieces: int = QUICK_PIECES, directory: Path | None = None) -> E
             return load(pieces, directory)
         except EgdbFileError:
             pass  # a damaged file: rebuilt below, under the lock
+    # Some seconds of silence read as a hang to a person starting `play` for the first time.
+    notify(f"building the {pieces}-piece endgame database in {directory or default_dir()} (once, some seconds) ...")
     return build(pieces, directory, progress=False)
 
 

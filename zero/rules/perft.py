@@ -42,14 +42,12 @@ def read_perft_table(path: Path) -> tuple[Counts, dict[str, tuple[str, Counts]]]
 
 
 def published_count(pos: Position, depth: int, count_paths: bool) -> int | None:
-    """The count ../shared/data/perft.txt gives for this position and depth under the same counting rule,
-    or None where it gives none (or the file is absent)."""
-    from zero.run.data import data_file
+    """The count the data folder's perft.txt gives for this position and depth under the same counting rule,
+    or None where it gives none. FileNotFoundError, naming the path, when the file is absent: that is no
+    answer about the count."""
+    from zero.run.data import require_data_file
 
-    path = data_file("perft.txt")
-    if path is None:
-        return None
-    start, extra = read_perft_table(path)
+    start, extra = read_perft_table(require_data_file("perft.txt"))
     table = start if pos == Position.initial() else next(
         (counts for fen, counts in extra.values() if fen_to_position(fen) == pos), {})
     counts = table.get(depth)
