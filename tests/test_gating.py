@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 
 from train.arena.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_gating_log
 from train.arena.ratings import YARDSTICKS, RatingsTable
-from train.arena.sprt import SprtConfig
+from train.arena.sprt import PairSprt, SprtConfig
 from zero.net.checkpoint import save_checkpoint
 from zero.net.network import NetworkConfig, PolicyValueNet
 from zero.run.rundir import RunDir
@@ -33,7 +34,10 @@ def setup(tmp_path):
 
 
 def test_a_stop_during_the_rating_phase_counts_nothing_twice(setup):
+    # The gate's decision is logged before its rating games (issue 76, item 11): a stop during them leaves the
+    # rest owed, and they are played between gates, before any other rating work, each match counted once.
     run, cfg, (best, candidate) = setup
+    run.write_best(best, 100, "test")
     stop = {"now": False}
     keeper = Gatekeeper(run.root, cfg, should_stop=lambda: stop["now"])
     rate = keeper.rate
@@ -50,13 +54,22 @@ def test_a_stop_during_the_rating_phase_counts_nothing_twice(setup):
         rate(checkpoint, step)
 
     keeper.rate = rate_then_stop
+    assert keeper.next_candidate() == (200, candidate)  # the best, candidate-100, is skipped
     with pytest.raises(GatingInterrupted):
         keeper.gate(candidate, 200, best)
-    assert read_gating_log(run.root) == [] and calls == [200]
+    entry = read_gating_log(run.root)[-1]
+    assert entry["candidate"] == str(candidate) and calls == [200]
+    assert entry["rating_yardsticks"] == yardsticks
     first = RatingsTable.load(run.ratings)
 
     resumed = Gatekeeper(run.root, cfg)
-    entry = resumed.gate(candidate, 200, best)
+    assert resumed.next_candidate() is None  # decided: never gated again
+    resumed.prune_candidates()
+    assert candidate.exists()  # even if rejected: its rating games are owed
+    assert resumed.owed_ratings() == [(candidate, 200, yardsticks[1:])]
+    assert resumed.turn()  # the owed match, before the calibration ladder
+    assert resumed.owed_ratings() == []
+    assert candidate.exists() == (entry["decision"] == "promote")
     table = RatingsTable.load(run.ratings)
     pair = table.results["|".join(sorted(("candidate-0000200", "candidate-0000100")))]
     assert sum(pair) == entry["games"] == sum(first.results["|".join(sorted(("candidate-0000200",
@@ -67,7 +80,60 @@ def test_a_stop_during_the_rating_phase_counts_nothing_twice(setup):
     assert len(table.recorded) == len(set(table.recorded)) == 3
     # Every recorded match's endgame moves were judged against the database, for both of its players.
     assert set(table.endgame) == {"candidate-0000200", "candidate-0000100", *cfg.rating_yardsticks}
-    assert [e["candidate"] for e in read_gating_log(run.root)] == [str(candidate)]
+    assert [e["candidate"] for e in read_gating_log(run.root) if e["decision"] != "skipped"] == [str(candidate)]
+
+
+def test_a_gate_is_decided_logged_and_promoted_before_its_rating_games(setup, monkeypatch, caplog):
+    # Issue 76, item 11: the gate's last game ended at 8.3 min and its decision came at 10.6, after the
+    # candidate's rating games; meanwhile the console said "rating candidate-0100200 vs alphabeta:2" only.
+    run, cfg, (best, candidate) = setup
+    run.write_best(best, 100, "test")
+    monkeypatch.setattr(PairSprt, "final_decision", lambda self: "promote")
+    keeper = Gatekeeper(run.root, cfg)
+    rate, seen = keeper.rate, {}
+
+    def rate_after_looking(checkpoint, step, *args):
+        seen.update(log=read_gating_log(run.root), best=run.read_best().path,
+                    lines=[r.getMessage() for r in caplog.records])
+        return rate(checkpoint, step, *args)
+
+    keeper.rate = rate_after_looking
+    with caplog.at_level(logging.INFO, logger="train.arena.gating"):
+        entry = keeper.gate(candidate, 200, best)
+    assert entry["decision"] == "promote" and seen["log"] == [entry] and seen["best"] == candidate
+    assert Gatekeeper.decision_line(entry) in seen["lines"]
+    recorded = RatingsTable.load(run.ratings).recorded
+    assert {f"rating-{candidate.stem}-vs-{spec}" for spec in cfg.rating_yardsticks} <= set(recorded)
+    assert keeper.owed_ratings() == []
+
+
+def test_candidates_skipped_together_are_one_line(setup, caplog):
+    # Issue 76, item 11: 20 lines "skipped, a newer candidate came before its turn" in one second.
+    from train.loop.driver import show_new_decisions
+
+    run, cfg, (best, second) = setup
+    run.write_best(best, 100, "test")
+    newer = [run.candidate(step) for step in range(300, 2300, 100)]
+    for path in newer:
+        path.write_bytes(second.read_bytes())
+    keeper = Gatekeeper(run.root, cfg)
+    with caplog.at_level(logging.INFO, logger="train.arena.gating"):
+        assert keeper.next_candidate() == (2200, newer[-1])
+    line = "gate: skipped 21 candidates (candidate-0000100 .. candidate-0002100): a newer one came before their turn"
+    assert [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()] == [line]
+    assert [e["decision"] for e in read_gating_log(run.root)] == ["skipped"] * 21  # still one entry each
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="checkers_zero.loop"):
+        assert show_new_decisions(run.root, 0) == 21
+    assert [r.getMessage() for r in caplog.records] == [line]
+    # A single skip keeps its own line; skips apart from each other are not folded together.
+    gate = {"candidate": "/r/candidate-0000500.pt", "best": "/r/candidate-0000100.pt", "decision": "reject",
+            "games": 20, "wins": 4, "draws": 8, "losses": 8, "llr": -3.0, "elo": -70.0, "elo_ci95": [-140.0, -5.0]}
+    skip = [{"candidate": f"/r/candidate-{step:07d}.pt", "decision": "skipped"} for step in (200, 300, 600)]
+    assert Gatekeeper.decision_lines([skip[0], skip[1], gate, skip[2]]) == [
+        "gate: skipped 2 candidates (candidate-0000200 .. candidate-0000300): a newer one came before their turn",
+        Gatekeeper.decision_line(gate),
+        "gate candidate-0000600: skipped, a newer candidate came before its turn"]
 
 
 def test_an_interrupted_gate_resumes_game_by_game_and_is_taken_before_newer_candidates(setup, tmp_path):
@@ -148,6 +214,10 @@ def test_the_status_line_shows_the_match_in_progress(setup):
     assert "gate candidate-0000200 vs candidate-0000100: game 2/6 +" in line, line
     # Before: the SPRT's progress was not shown while a gate ran. One pair counted of the 3 it needs.
     assert ", pairs counted 1 of the 3 the SPRT needs" in line, line
+    # Issue 76, item 11: "pairs counted 0 of the 10" at game 38 read as broken; it says what the count waits for.
+    _, line = _interrupted_gate(setup, pairs=3, games=3)
+    assert ", pairs counted 1 of the 3 the SPRT needs\n[1.0 min]   a pair counts once both its games and all " \
+           "earlier pairs are done: pair 2 has 1 of 2, 0 later games wait" in line, line
     keeper.show_phase("waiting for a candidate")
     assert "gatekeeper: waiting for a candidate" in format_status(status_snapshot(run.root), 60.0)
     run.write_status("trainer", {"step": 0, "phase": "building the OCA expert dataset (first start only, ~40 s)"})
@@ -237,10 +307,34 @@ def test_status_lines_stay_short_with_everything_going_on():
             "gatekeeper": {"match": "gate-candidate-1240000-vs-candidate-1234567", "games": 137, "of": 288,
                            "wins": 52, "draws": 60, "losses": 25, "pairs": 61, "min_pairs": 10, "llr": -1.23,
                            "llr_bounds": [-2.94, 2.94]}}
-    lines = format_status(snap, 12345 * 60.0).splitlines()
+    lines = format_status(snap | {"games_per_hour": 12345.4, "steps_per_second": 12.34}, 12345 * 60.0).splitlines()
     assert len(lines) == 3 and all(len(line) <= 120 for line in lines), lines
     assert all(line.startswith("[12345.0 min] ") for line in lines)
     assert "reanalysed 44% of a batch" in lines[0]
+
+
+def test_the_status_line_gives_games_an_hour_and_trainer_steps_a_second():
+    # Issue 76, item 11: the console showed no rate.
+    from train.loop.driver import StatusRates, format_status
+
+    def snap(games: int, step: int, training: bool = True) -> dict:
+        trainer = {"step": step, "loss": 2.0} if training else {"step": step, "phase": "waiting"}
+        return {"games": games, "positions": 90 * games, "trainer": trainer}
+
+    rates = StatusRates(window=600.0, least=60.0)
+    assert rates.update(snap(100, 1000), 0.0) == {}
+    assert rates.update(snap(110, 1010), 30.0) == {}  # too short a span to say
+    measured = rates.update(snap(200, 1120), 120.0)
+    assert measured == pytest.approx({"games_per_hour": 3000.0, "steps_per_second": 1.0})
+    line = format_status(snap(200, 1120) | measured, 600.0).splitlines()[0]
+    assert line.startswith("[10.0 min] games 200 (3000/h) | positions 18000 | step 1120 (1.0/s) loss 2.000"), line
+    # The last 600 s only; a trainer not training has no step rate.
+    later = rates.update(snap(1000, 1120, training=False), 900.0)
+    assert later == pytest.approx({"games_per_hour": 800 * 3600 / 780})
+    assert rates.update({"games": "?", "positions": "?"}, 915.0) == {}  # a replay store it could not read
+    slow = StatusRates(least=60.0)
+    slow.update(snap(0, 0), 0.0)
+    assert "step 30 (0.50/s)" in format_status(snap(5, 30) | slow.update(snap(5, 30), 60.0), 60.0)
 
 
 def test_a_loop_with_no_local_actor_says_what_it_waits_for():
@@ -262,6 +356,12 @@ def test_the_status_line_gives_the_pairs_the_sprt_has_counted_and_no_llr_before_
             "draws": 26, "losses": 22, "pairs": 3, "min_pairs": 10, "llr": 270.14, "llr_bounds": [-2.94, 2.94]}
     waiting = format_status({"games": 10, "positions": 900, "gatekeeper": gate}, 60.0)
     assert "+22=26-22, pairs counted 3 of the 10 the SPRT needs" in waiting and "LLR" not in waiting
+    # Issue 76, item 11: why 3 pairs of 70 games: the 4th pair's second game goes on, 63 games wait behind it.
+    waiting = format_status({"games": 10, "positions": 900, "gatekeeper": {**gate, "next_pair_games": 1,
+                                                                           "games_waiting": 63}}, 12345 * 60.0)
+    why = waiting.splitlines()[-1]
+    assert why == ("[12345.0 min]   a pair counts once both its games and all earlier pairs are done: pair 4 has "
+                   "1 of 2, 63 later games wait") and len(why) <= 120, why
     judging = format_status({"games": 10, "positions": 900, "gatekeeper": {**gate, "pairs": 31, "llr": 1.5}}, 60.0)
     assert "+22=26-22, LLR 1.50 in (-2.94, 2.94), 31 pairs" in judging
     without_pairs = {k: v for k, v in gate.items() if k not in ("pairs", "min_pairs")}  # an older gatekeeper's

@@ -171,9 +171,10 @@ def test_loop_survives_sigkill_and_resumes(tmp_path):
         out = interrupt(proc, signal.SIGINT, timeout=120)
     assert proc.returncode == 0, out
     assert "resuming run" in out and "the trainer goes on from step" in out, out
-    # Every decision of this session is on the console, not only in logs/gatekeeper.log.
-    for entry in read_gating_log(run)[decided_before:]:
-        assert Gatekeeper.decision_line(entry) in out, out
+    # Every decision of this session is on the console, not only in logs/gatekeeper.log (skipped candidates
+    # that came together folded into one line).
+    for line in Gatekeeper.decision_lines(read_gating_log(run)[decided_before:]):
+        assert line in out, out
     check_invariants(run, run_copy, before)
     assert run_copy.read_bytes() == copied
     assert trainer_step(run) > step_before
@@ -314,3 +315,22 @@ def test_status_line_gives_the_best_networks_rating_against_the_reference_yardst
     assert elo.endswith(" Elo") and difference.endswith(f" vs {REFERENCE}")
     centre, half_width = difference.split()[0].split("±")
     assert abs(float(centre)) < 1 and 20 < float(half_width) < 60  # an even score over 200 games
+
+
+def test_status_line_prints_no_nan_for_a_best_not_rated_yet(tmp_path):
+    # Issue 76, item 11: "best initial-shipped (nan Elo)": the best had played its gates, not yet the
+    # calibrated yardsticks, so it was not tied to the anchor.
+    from train.arena.ratings import ANCHOR, PlayerInfo
+    from train.loop.driver import format_status, status_snapshot
+
+    best = tmp_path / "checkpoints" / "initial-shipped.pt"
+    RunDir(tmp_path).write_best(best, 0, "test")
+    table = RatingsTable()
+    for name, kind in ((ANCHOR, "yardstick"), (best.stem, "checkpoint"), ("candidate-0000400", "checkpoint")):
+        table.add_player(PlayerInfo(name, kind))
+    table.add_results("candidate-0000400", best.stem, 6, 10, 4)
+    table.save(tmp_path / "ratings.json")
+    snap = status_snapshot(tmp_path)
+    line = format_status(snap, 90.0).splitlines()[1]
+    assert line == "[1.5 min] best initial-shipped (not rated yet)", line
+    assert "best_elo" not in snap

@@ -391,6 +391,49 @@ def test_stats_and_export(tmp_path, capsys):
     assert figures["duplicate_games"] == 1 and figures["duplicate_positions"] == records[3].length
 
 
+
+def test_stats_count_repeated_games_replayed_seeds_and_distinct_openings(tmp_path, capsys):
+    # Issue 76: `replay export` of a stopped and resumed loop held one pair of identical games, and nothing said
+    # whether an actor had played a seed twice or two seeds had met on one game. Now `replay stats` tells them apart.
+    from play.cli.main import main
+    from zero.corpus.pdn import read_pdn_text, write_game
+    from zero.rules.game import Position
+
+    records = [record(s, max_plies=60) for s in range(8)]
+    # Another seed that happened to play game 3's moves: a repeated game, no replayed seed.
+    chance = dataclasses.replace(records[3], seed=1311, seed_index=11,
+                                 pdn=records[3].pdn.replace('[Round "3"]', '[Round "1311"]'))
+    # ... and one that met game 5 after a ballot of its first 3 moves: its PDN starts after them.
+    (five,) = read_pdn_text(records[5].pdn)
+    start = Position.initial()
+    for move in five.moves[:3]:
+        start = start.play(move)
+    ballot = dataclasses.replace(records[5], seed=1400, seed_index=12, opening=" ".join(map(str, five.moves[:3])),
+                                 pdn=write_game(five.moves[3:], five.result, start=start))
+    # An actor that played its seed index 2 again (a resume that went back): another game, the same seed.
+    replayed = dataclasses.replace(record(9, max_plies=60), seed=records[2].seed, seed_index=records[2].seed_index)
+    with ReplayWriter(tmp_path, 0, commit_positions=1) as w:
+        for r in (*records, chance, ballot, replayed):
+            w.append_game(r)
+    with ReplayWriter(tmp_path, 1, commit_positions=1) as w:  # another actor's seed index 2 is its own
+        w.append_game(dataclasses.replace(record(10, max_plies=60), seed_index=2))
+    assert main(["replay", "stats", "--run", str(tmp_path), "--json", "--no-endgame-judge"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["games"] == 12 and figures["duplicate_games"] == 0
+    assert figures["repeated_games"] == 2 and figures["repeated_positions"] == records[3].length + records[5].length
+    assert sorted(figures["repeated_examples"]) == [[[0, 3], [0, 11]], [[0, 5], [0, 12]]]
+    assert figures["replayed_seeds"] == 1
+    moves = [[str(m) for m in g.moves] for r in (*records, replayed, record(10, max_plies=60))
+             for g in read_pdn_text(r.pdn)]
+    assert figures["distinct_openings"] == {str(k): len({" ".join(m[:k]) for m in moves if len(m) >= k})
+                                            for k in (4, 8, 16)}
+    assert figures["distinct_openings"]["4"] > 1
+    assert main(["replay", "stats", "--run", str(tmp_path), "--no-endgame-judge"]) == 0
+    out = capsys.readouterr().out
+    assert "replayed seeds: 1 games" in out and "repeated games: 2 games (16.67 %)" in out, out
+    assert "played by actor 0 seed index 3, actor 0 seed index 11" in out, out
+    assert f"distinct openings: {figures['distinct_openings']['4']} after 4 plies" in out, out
+
 def test_cli_without_a_store(tmp_path, capsys):
     from play.cli.main import main
 

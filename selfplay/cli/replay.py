@@ -1,6 +1,7 @@
 """`checkers-zero replay ...`: look into a run's replay store.
 
-`replay stats --run DIR` summarises the committed games: counts, results, lengths, how games ended,
+`replay stats --run DIR` summarises the committed games: counts, results, lengths, duplicates, replayed seeds
+and repeated games (the same moves as an earlier game), distinct openings after 4, 8 and 16 plies, how games ended,
 resignations (and how often a resignation would have been wrong, from the games played on past one),
 positions per checkpoint, and the solved-endgame mistake rate overall and per checkpoint (zero.endgames.endgame_judge).
 `replay export --run DIR --out FILE.pdn` writes every committed game as PDN. `replay check --run DIR` verifies the store
@@ -20,7 +21,8 @@ from selfplay.replay.stats import replay_stats
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="replay_command", metavar="ACTION", required=True)
-    stats = sub.add_parser("stats", help="games, positions, results, lengths, resignations, positions per checkpoint",
+    stats = sub.add_parser("stats", help="games, positions, results, lengths, repeated games, openings, resignations, "
+                                          "positions per checkpoint",
                            description="Summarise the committed games of a run's replay store.")
     stats.add_argument("--run", required=True, type=Path, metavar="DIR", help="run directory (holds replay.zarr)")
     stats.add_argument("--json", action="store_true", help="print the figures as JSON instead of text")
@@ -85,6 +87,15 @@ def format_stats(figures: dict, run_dir: Path) -> str:
         f"  positions:  {figures['positions']}",
         f"  duplicates: {figures['duplicate_games']} games, {figures['duplicate_positions']} positions "
         f"(repeats of a game already stored; there should be none)",
+        f"  replayed seeds: {figures['replayed_seeds']} games (an actor's seed and seed index played again; "
+        f"there should be none)",
+        f"  repeated games: {figures['repeated_games']} games{_share_of(figures['repeated_games'], games)}, "
+        f"{figures['repeated_positions']} positions (the same moves as an earlier game)"
+        + "".join(f"\n    played by " + ", ".join(f"actor {a} seed index {i}" for a, i in example)
+                  for example in figures["repeated_examples"]),
+        "  distinct openings: " + ", ".join(f"{count} after {plies} plies"
+                                            for plies, count in figures["distinct_openings"].items())
+        + " (of the games that long)",
         f"  actors:     {len(figures['actors'])}  "
         + ", ".join(f"{a}: {v['games']} games" for a, v in figures["actors"].items()),
         "  results:",
@@ -114,6 +125,10 @@ def format_stats(figures: dict, run_dir: Path) -> str:
         lines.append(f"    {row['model_version']:>8}  {row['games']:>8}  {row['positions']:>10}  {judged:<32}  "
                      f"{row['checkpoint']}")
     return "\n".join(lines)
+
+
+def _share_of(count: int, games: int) -> str:
+    return f" ({100 * count / games:.2f} %)" if games else ""
 
 
 def check(run_dir: Path) -> int:

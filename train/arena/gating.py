@@ -5,6 +5,8 @@ The gatekeeper owns three files of the run directory (zero.run.rundir), each rew
 - the ratings: the pairwise results behind every rating (train.arena.ratings);
 - the gating log: one line per decided candidate (append-only; a torn last line is ignored on reading): promoted,
   rejected, skipped (a newer one came first) or refused (its checkpoint does not load, zero.net.checkpoint).
+  A gate's line is written (and a promotion made) as soon as its SPRT decides, before the candidate's rating
+  games; the line names the yardsticks it owes, and a rating cut short by a stop is finished between gates.
 Every match is saved as PDN in the run's matches folder. While a match is played, each finished game is appended to
 its journal (zero.run.rundir `match_journal`); a match interrupted by a stop or a crash resumes from its journal, so
 only the games in flight are played again, and the gatekeeper finishes the match in progress before it takes a newer
@@ -107,8 +109,9 @@ def read_gating_log(run_dir: Path) -> list[dict]:
     return entries
 
 
-def _append_gating_log(run_dir: Path, entry: dict) -> None:
-    entries = read_gating_log(run_dir) + [entry]
+def _append_gating_log(run_dir: Path, *new: dict) -> None:
+    """Append entries in one write: a reader (the loop's console) sees all of them or none."""
+    entries = read_gating_log(run_dir) + list(new)
     atomic_write_bytes(RunDir(run_dir).gating_log, "".join(json.dumps(e) + "\n" for e in entries).encode())
 
 
@@ -240,12 +243,13 @@ class Gatekeeper:
                         "the 4-piece one)")
         return largest_available()
 
-    def rate(self, checkpoint: Path, step: int, most: int | None = None) -> int:
-        """Rating games of a checkpoint against the yardsticks (each match recorded as it ends): at most `most`
-        of those still to play (all by default; see calibrate_yardsticks). Returns the number finished."""
+    def rate(self, checkpoint: Path, step: int, most: int | None = None, yardsticks: list[str] | None = None) -> int:
+        """Rating games of a checkpoint against the yardsticks (gating.rating_yardsticks unless given; each match
+        recorded as it ends): at most `most` of those still to play (all by default; see calibrate_yardsticks).
+        Returns the number finished."""
         table = self._ratings()
         to_play = []
-        for spec in self.cfg.rating_yardsticks:
+        for spec in self.cfg.rating_yardsticks if yardsticks is None else yardsticks:
             name = f"rating-{checkpoint.stem}-vs-{spec}"
             if name in table.recorded:
                 self._close_journal(name)
@@ -272,17 +276,46 @@ class Gatekeeper:
         chosen = self.next_candidate()
         best = self.run.read_best()
         if chosen is not None:
-            log.info(self.decision_line(self.gate(chosen[1], chosen[0], best.path)))
+            self.gate(chosen[1], chosen[0], best.path)  # it logs its decision as soon as it is taken
             return True
         return self.between_gates(best.path, best.step)
 
     def between_gates(self, best: Path, best_step: int) -> bool:
-        """One match of the rating work that waits for no gate, played while no candidate waits: the
-        yardsticks' calibration, then the best network's rating. So a first gate comes within minutes of
-        the trainer's first candidate, not after a quarter of an hour of yardsticks. Returns whether there
-        is more to do at once (a match finished, or a candidate came during one)."""
-        played = self.calibrate_yardsticks(most=1) or self.rate(best, best_step, most=1)
+        """One match of the rating work that waits for no gate, played while no candidate waits: the rating
+        of a decided candidate that a stop cut short, the yardsticks' calibration, then the best network's
+        rating. So a first gate comes within minutes of the trainer's first candidate, not after a quarter
+        of an hour of yardsticks. Returns whether there is more to do at once (a match finished, or a
+        candidate came during one)."""
+        played = (self.rate_owed(most=1) or self.calibrate_yardsticks(most=1)
+                  or self.rate(best, best_step, most=1))
         return bool(played) or bool(self.pending_candidates())
+
+    def owed_ratings(self) -> list[tuple[Path, int, list[str]]]:
+        """Decided candidates still owed rating games: (checkpoint, step, yardsticks not yet played), oldest
+        first. A gate's log line comes before its rating games and names their yardsticks; a stop during them
+        leaves the rest owed (a candidate whose file is gone owes nothing)."""
+        recorded = set(self._ratings().recorded)
+        owed = []
+        for entry in read_gating_log(self.run_dir):
+            path = Path(entry["candidate"])
+            missing = [spec for spec in entry.get("rating_yardsticks", ())
+                       if f"rating-{path.stem}-vs-{spec}" not in recorded]
+            if missing and path.exists():
+                owed.append((path, int(entry["candidate_step"]), missing))
+        return owed
+
+    def rate_owed(self, most: int | None = None) -> int:
+        """The owed rating games (owed_ratings), at most `most` matches of them; the candidates gating is then
+        done with are removed. Returns the number of matches finished."""
+        finished = 0
+        for path, step, yardsticks in self.owed_ratings():
+            played = self.rate(path, step, None if most is None else most - finished, yardsticks)
+            finished += played
+            if played < len(yardsticks) or (most is not None and finished >= most):
+                break
+        if finished:
+            self.prune_candidates()
+        return finished
 
     # -- gating ------------------------------------------------------------------------------------------
     def _network_player(self, checkpoint: Path) -> NetworkPlayer:
@@ -331,9 +364,14 @@ class Gatekeeper:
         if self._sprt is not None:
             # The pairs counted so far (in ballot order, so fewer than the games suggest while an early
             # opening's game goes on); before min_pairs of them the LLR decides nothing.
-            status.update(pairs=len(self._sprt.pair_scores), min_pairs=self._sprt.config.min_pairs,
+            counted = len(self._sprt.pair_scores)
+            status.update(pairs=counted, min_pairs=self._sprt.config.min_pairs,
                           llr=round(self._sprt.llr(), 2), llr_bounds=[round(self._sprt.lower_bound, 2),
-                                                                      round(self._sprt.upper_bound, 2)])
+                                                                      round(self._sprt.upper_bound, 2)],
+                          # What the count waits for: the next pair's finished games, and the later
+                          # openings' games finished before it.
+                          next_pair_games=len(self._sprt.waiting.get(counted, ())),
+                          games_waiting=sum(len(g) for k, g in self._sprt.waiting.items() if k != counted))
         self.run.write_status("gatekeeper", status)
 
     def show_phase(self, phase: str) -> None:
@@ -384,12 +422,18 @@ class Gatekeeper:
             "losses": result.losses, "pairs": len(sprt.pair_scores), "llr": round(sprt.llr(), 3),
             "elo": round(elo, 1), "elo_ci95": [round(low, 1), round(high, 1)], "pdn": str(pdn_path),
             "seconds": round(time.time() - started, 1),
+            # The rating games come after this line: a stop during them leaves them owed (owed_ratings).
+            "rating_yardsticks": list(self.cfg.rating_yardsticks),
         }
-        self.rate(candidate, candidate_step)
+        # The decision is logged, and a winner promoted, as soon as the SPRT decides. When the candidate's
+        # rating games (minutes on a CPU) came first, the console showed nothing of a decided gate meanwhile
+        # (issue 76: its last game at 8.3 min, its decision at 10.6), and the actors kept the old best.
         if decision == "promote":
             self.run.write_best(candidate, candidate_step, f"won gating match {pdn_path.name}")
         _append_gating_log(self.run_dir, entry)
         self._close_journal(name)
+        log.info(self.decision_line(entry))
+        self.rate(candidate, candidate_step)
         self.prune_candidates(keep=best)
         return entry
 
@@ -398,6 +442,7 @@ class Gatekeeper:
         entry."""
         entry = {"candidate": str(candidate), "candidate_step": step, "decision": "refused", "reason": str(problem)}
         _append_gating_log(self.run_dir, entry)
+        log.info(self.decision_line(entry))
         self.prune_candidates()
         return entry
 
@@ -416,6 +461,27 @@ class Gatekeeper:
                 f"{entry['decision'].upper()}")
 
     @staticmethod
+    def decision_lines(entries: list[dict]) -> list[str]:
+        """Gating log entries as log lines (decision_line), each run of skipped candidates folded into one line:
+        a trainer that wrote 20 candidates during a gate gave 20 lines of skips in one second."""
+        lines: list[str] = []
+        skipped: list[dict] = []
+        for entry in [*entries, None]:
+            if entry is not None and entry["decision"] == "skipped":
+                skipped.append(entry)
+                continue
+            if len(skipped) == 1:
+                lines.append(Gatekeeper.decision_line(skipped[0]))
+            elif skipped:
+                first, last = (Path(e["candidate"]).stem for e in (skipped[0], skipped[-1]))
+                lines.append(f"gate: skipped {len(skipped)} candidates ({first} .. {last}): a newer one came "
+                             f"before their turn")
+            skipped = []
+            if entry is not None:
+                lines.append(Gatekeeper.decision_line(entry))
+        return lines
+
+    @staticmethod
     def gate_name(candidate: Path, best: Path) -> str:
         return f"gate-{candidate.stem}-vs-{best.stem}"
 
@@ -428,15 +494,17 @@ class Gatekeeper:
         best = self.run.read_best().path
         started = [c for c in pending if self.run.match_journal(self.gate_name(c[1], best)).exists()]
         chosen = started[-1] if started else pending[-1]
-        for step, path in pending:
-            if (step, path) != chosen and step < chosen[0]:
-                self.skip(path, step)
+        self.skip([(step, path) for step, path in pending if (step, path) != chosen and step < chosen[0]])
         return chosen
 
-    def skip(self, candidate: Path, step: int) -> None:
-        """Record a candidate that was superseded by a newer one before its turn came."""
-        _append_gating_log(self.run_dir, {"candidate": str(candidate), "candidate_step": step,
-                                          "decision": "skipped"})
+    def skip(self, candidates: list[tuple[int, Path]]) -> None:
+        """Record candidates superseded by a newer one before their turn came: one write, one log line."""
+        if not candidates:
+            return
+        entries = [{"candidate": str(path), "candidate_step": step, "decision": "skipped"} for step, path in candidates]
+        _append_gating_log(self.run_dir, *entries)
+        for line in self.decision_lines(entries):
+            log.info(line)
         self.prune_candidates()
 
     def prune_candidates(self, keep: Path | None = None) -> list[Path]:
@@ -452,6 +520,7 @@ class Gatekeeper:
 
         best = self.run.read_best()
         kept = named(("promote",)) | {Path(p).resolve() for p in (best and best.path, keep) if p}
+        kept |= {path.resolve() for path, _, _ in self.owed_ratings()}  # its rating games still to play
         done_with = named(("reject", "skipped", "refused")) - kept
         removed = [path for _, path in self.run.candidates() if path in done_with]
         for path in removed:

@@ -22,6 +22,7 @@ import shutil
 import signal
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -203,7 +204,9 @@ def status_snapshot(run: Path) -> dict:
         snap["promotions"] = sum(1 for g in gates if g["decision"] == "promote")
     if layout.ratings.exists() and best:
         ratings = RatingsTable.load(layout.ratings).fit()
-        if best.name in ratings:
+        # A best not yet tied to the anchor (its games so far only against the networks it gated, before the
+        # calibration ladder) has no finite rating: "nan Elo" was printed.
+        if best.name in ratings and math.isfinite(ratings[best.name].elo):
             rating = ratings[best.name]
             snap["best_elo"] = rating.elo
             if REFERENCE in ratings and math.isfinite(rating.ci95_ref):
@@ -212,6 +215,37 @@ def status_snapshot(run: Path) -> dict:
                 snap["best_vs_reference"] = rating.elo - ratings[REFERENCE].elo
                 snap["best_vs_reference_ci95"] = rating.ci95_ref
     return snap
+
+
+class StatusRates:
+    """Games an hour and trainer steps a second for the status line, measured over the last `window` seconds
+    of this session, once they span `least` seconds (actors commit games in batches: a shorter span is noise)."""
+
+    def __init__(self, window: float = 600.0, least: float = 60.0):
+        self.window, self.least = window, least
+        self.samples: deque[tuple[float, int, int | None]] = deque()  # (time, games, trainer step or None)
+
+    def update(self, snap: dict, now: float) -> dict:
+        """The rates at `now` from this status snapshot: games_per_hour, steps_per_second (each once known)."""
+        games = snap.get("games")
+        if not isinstance(games, int):  # the replay store could not be read this time
+            return {}
+        trainer = snap.get("trainer") or {}
+        self.samples.append((now, games, trainer.get("step") if "loss" in trainer else None))
+        while len(self.samples) > 1 and now - self.samples[1][0] >= self.window:
+            self.samples.popleft()
+        rates = {}
+        start, first_games, _ = self.samples[0]
+        if now - start >= self.least:
+            rates["games_per_hour"] = max(0, games - first_games) * 3600 / (now - start)
+        steps = [(t, step) for t, _, step in self.samples if step is not None]
+        if steps and steps[-1][0] == now and now - steps[0][0] >= self.least:
+            rates["steps_per_second"] = max(0, steps[-1][1] - steps[0][1]) / (now - steps[0][0])
+        return rates
+
+
+def _rate(value: float) -> str:
+    return f"{value:.2f}" if value < 1 else f"{value:.1f}" if value < 100 else f"{value:.0f}"
 
 
 def run_minutes(run: Path) -> float:
@@ -231,7 +265,8 @@ def format_status(snap: dict, elapsed: float) -> str:
     characters: self-play and training; the best network; the match the gatekeeper is playing, with a gate's
     SPRT against its bounds (a decided gate has a log line of its own)."""
     clock = f"[{elapsed / 60:.1f} min]"
-    progress = [f"{clock} games {snap['games']}", f"positions {snap['positions']}"]
+    per_hour = f" ({snap['games_per_hour']:.0f}/h)" if "games_per_hour" in snap else ""
+    progress = [f"{clock} games {snap['games']}{per_hour}", f"positions {snap['positions']}"]
     if snap["games"] == 0 and snap.get("local_actors") == 0:
         progress[0] = f"{clock} games 0 (--actors 0: waiting for `checkers-zero selfplay --first-actor N` elsewhere)"
     elif snap["games"] == 0:
@@ -239,7 +274,8 @@ def format_status(snap: dict, elapsed: float) -> str:
     tr = snap.get("trainer")
     if tr:
         if "loss" in tr:
-            progress.append(f"step {tr['step']} loss {tr['loss']:.3f}")
+            per_second = f" ({_rate(snap['steps_per_second'])}/s)" if "steps_per_second" in snap else ""
+            progress.append(f"step {tr['step']}{per_second} loss {tr['loss']:.3f}")
             if tr.get("reanalysed_share"):
                 progress.append(f"reanalysed {tr['reanalysed_share']:.0%} of a batch")
         elif "phase" in tr:
@@ -248,7 +284,7 @@ def format_status(snap: dict, elapsed: float) -> str:
         progress.append(f"replay store: {snap['replay_error']}")
     lines = [" | ".join(progress)]
     if "best" in snap:
-        elo = ""
+        elo = " (not rated yet)"
         if "best_elo" in snap:
             vs = (f", {snap['best_vs_reference']:+.0f}±{snap['best_vs_reference_ci95']:.0f} vs {REFERENCE}"
                   if "best_vs_reference" in snap else "")
@@ -265,6 +301,11 @@ def format_status(snap: dict, elapsed: float) -> str:
         pairs, needed = keeper.get("pairs"), keeper.get("min_pairs", 0)
         if "llr" in keeper and pairs is not None and pairs < needed:
             line += f", pairs counted {pairs} of the {needed} the SPRT needs"
+            if "next_pair_games" in keeper:
+                # "pairs counted 0 of the 10" at game 38 read as broken: say what the count waits for.
+                line += (f"\n{clock}   a pair counts once both its games and all earlier pairs are done: pair "
+                         f"{pairs + 1} has {keeper['next_pair_games']} of 2, {keeper['games_waiting']} later "
+                         f"games wait")
         elif "llr" in keeper:
             low, high = keeper["llr_bounds"]
             line += f", LLR {keeper['llr']:.2f} in ({low:.2f}, {high:.2f})" + (f", {pairs} pairs" if pairs else "")
@@ -455,6 +496,7 @@ def run_loop(args: argparse.Namespace) -> int:
     started = time.time()
     sup.start_all()
     last_status = 0.0
+    rates = StatusRates()
     decisions_shown = len(read_gating_log(run_dir))
     exit_code = 0
     try:
@@ -479,6 +521,7 @@ def run_loop(args: argparse.Namespace) -> int:
             if time.time() - last_status >= cfg.status_seconds:
                 last_status = time.time()
                 snap = status_snapshot(run_dir) | {"local_actors": actors}
+                snap |= rates.update(snap, time.time())
                 for line in format_status(snap, record_run_minutes(run_dir, minutes_before, started)).splitlines():
                     log.info(line)
                 if wb is not None:
@@ -489,6 +532,7 @@ def run_loop(args: argparse.Namespace) -> int:
         sup.stop_all()
         show_new_decisions(run_dir, decisions_shown)
         snap = status_snapshot(run_dir) | {"local_actors": actors}
+        snap |= rates.update(snap, time.time())
         for line in format_status(snap, record_run_minutes(run_dir, minutes_before, started)).splitlines():
             log.info(line)
         if wb is not None:
@@ -501,8 +545,8 @@ def show_new_decisions(run: Path, shown: int) -> int:
     """Log the gating decisions after the first `shown` ones and return how many there are: the gatekeeper's
     own log is a file, and a decision is what a user of the loop waits for."""
     decisions = read_gating_log(run)
-    for entry in decisions[shown:]:
-        log.info(Gatekeeper.decision_line(entry))
+    for line in Gatekeeper.decision_lines(decisions[shown:]):
+        log.info(line)
     return len(decisions)
 
 
