@@ -11,18 +11,13 @@ than the clock held (the match keeps the debt for later moves to pay back: a rea
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from split_match import report
+from split_match import match_parser, play_and_report
 
-from selfplay.actors.actor import load_ballot
-from train.arena.match import MatchResult, NetworkPlayer, default_games_path
+from train.arena.match import MatchResult, NetworkPlayer
 from train.arena.player_specs import make_player
-from train.arena.split_match import play_split_match
 from zero.rules.game import Game
 
 KINDS = ("forced", "book", "database", "searched")
@@ -121,20 +116,8 @@ def describe(use: ClockUse) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("a")
-    parser.add_argument("b")
-    parser.add_argument("--openings", default="openings/acf_3move_144.txt",
-                        help="ballot file, relative to the data folder or absolute (default: the ACF 3-move 144)")
-    parser.add_argument("--first", type=int, help="only the ballot's first N openings (2N games)")
-    parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, help="every game (default: runs/matches/clock-use-DATE-TIME.pdn)")
-    args = parser.parse_args()
-    openings = load_ballot(args.openings)[:args.first]
-    started = time.time()
-    result = play_split_match(args.a, args.b, openings, args.processes, args.seed, progress=True)
-    report(result, args.out or default_games_path("clock-use"), started)
+    args = match_parser(__doc__.splitlines()[0], "clock-use").parse_args()
+    result = play_and_report(args, "clock-use")
     for spec, name in ((args.a, result.a), (args.b, result.b)):
         player = make_player(spec)
         if getattr(player, "clock", None) is not None:
