@@ -27,7 +27,7 @@ from zero.distilled import kernels as dk  # noqa: E402
 from zero.distilled.model import load_eval  # noqa: E402
 from zero.rules.game import Position  # noqa: E402
 from zero.rules.movegen import BUFFER_ROWS, F_CAPTURED, F_FROM, F_TO, MOVE_FIELDS, generate, make  # noqa: E402
-from zero.yardsticks.alphabeta_player import DistilledPlayer  # noqa: E402
+from zero.yardsticks.alphabeta_player import DistilledPlayer, Selectivity  # noqa: E402
 from zero.yardsticks.classical import ClassicalPlayer  # noqa: E402
 
 
@@ -92,6 +92,8 @@ def kernel_speed(evaluation, positions: int) -> None:
 def search_speed(evaluation, seconds: float) -> None:
     games = bench_positions(12)
     for name, player in (("distilled", DistilledPlayer(seconds=seconds, evaluation=evaluation)),
+                         ("distilled, plain (Selectivity.none())",
+                          DistilledPlayer(seconds=seconds, evaluation=evaluation, selectivity=Selectivity.none())),
                          ("classical", ClassicalPlayer(seconds=seconds))):
         player.warm_up()
         nodes, times, depths = 0, 0.0, []
@@ -123,10 +125,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--eval", default=None, help="distilled evaluation file (default: the shipped one)")
     parser.add_argument("--seconds", type=float, default=0.1)
-    parser.add_argument("--positions", type=int, default=200_000)
+    parser.add_argument("--positions", type=int, default=200_000, help="for the kernels' speed (0: not measured)")
     args = parser.parse_args()
     evaluation = load_eval(args.eval)
-    kernel_speed(evaluation, args.positions)
+    if args.positions:
+        kernel_speed(evaluation, args.positions)
     search_speed(evaluation, args.seconds)
     tower_speed()
 

@@ -15,7 +15,7 @@ from zero.endgames.egdb_build import ensure_built
 from zero.rules.game import Position
 from zero.rules.notation import fen_to_position
 from zero.yardsticks import classical_reference as ref
-from zero.yardsticks.alphabeta_player import DistilledPlayer
+from zero.yardsticks.alphabeta_player import DistilledPlayer, Selectivity
 from zero.yardsticks.classical import ClassicalPlayer, load_eval
 from positions import ENDGAMES, random_position
 
@@ -32,8 +32,9 @@ def classical_leaf(pos: Position) -> int:
     return ref.evaluate(pos, CLASSICAL.weights)
 
 
-def distilled_player(depth: int, **kw) -> DistilledPlayer:
-    return DistilledPlayer(depth, evaluation=DISTILLED, tt_bits=12, **kw)
+def distilled_player(depth: int, selectivity: Selectivity = Selectivity.none(), **kw) -> DistilledPlayer:
+    """The plain search unless told (no selectivity), whose score is the minimax's."""
+    return DistilledPlayer(depth, evaluation=DISTILLED, tt_bits=12, selectivity=selectivity, **kw)
 
 
 def classical_player(depth: int, **kw) -> ClassicalPlayer:
@@ -98,3 +99,20 @@ def test_the_distilled_player_moves_on_the_clock():
     p = DistilledPlayer(seconds=0.05, evaluation=DISTILLED, tt_bits=12)
     move, _, nodes = p.search(start)
     assert move in start.legal_moves() and nodes > 0 and p.last_depth >= 1
+
+
+
+@pytest.mark.parametrize("evaluation", EVALUATIONS)
+def test_reductions_and_deeper_cuts_prune_the_tree_and_still_choose_legal_moves(evaluation):
+    player = EVALUATIONS[evaluation][0]
+    plain_nodes = selective_nodes = 0
+    for seed in range(6):
+        pos = random_position(seed, 10 + 6 * seed)
+        if not pos.legal_moves():
+            continue
+        _, _, n = player(7, seed=seed).search(pos)
+        move, _, m = player(7, seed=seed, selectivity=Selectivity()).search(pos)
+        plain_nodes += n
+        selective_nodes += m
+        assert move in pos.legal_moves()
+    assert selective_nodes < plain_nodes

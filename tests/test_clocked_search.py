@@ -52,3 +52,23 @@ def test_the_spec_names_a_distilled_player_on_a_game_clock(tmp_path):
     assert player.name.endswith(":t0+0.05")
     assert make_player(f"distilled:{path}:t0.05").seconds == 0.05
     assert make_player(f"distilled:{path}:6").depth == 6
+
+
+def test_the_distilled_spec_sets_what_its_search_prunes_and_refuses_a_bad_setting_in_one_line(tmp_path):
+    from train.arena.player_specs import PlayerSpecError
+    from zero.distilled.model import save_eval
+    from zero.yardsticks.alphabeta_player import Selectivity
+
+    path = tmp_path / "eval.npz"
+    save_eval(EVAL, path)
+    assert make_player(f"distilled:{path}:6").selectivity == Selectivity()
+    plain = make_player(f"distilled:{path}:t0+0.05:book:reductions=0:deeper_cuts=false")
+    assert plain.player.selectivity == Selectivity.none() and plain.player.book is not None
+    assert plain.name.endswith(":book:reductions=0:deeper_cuts=false")
+    assert make_player(f"distilled:{path}:8:db4:reductions=2:reduce_after=5").selectivity == Selectivity(2, 5)
+    for spec, message in ((f"distilled:{path}:6:reductions=9", r"reductions = 9: must be in \[0, 4\]"),
+                          (f"distilled:{path}:6:reductions=1:reductions=2", "sets reductions twice"),
+                          (f"distilled:{path}:6:depth_limit=3", "depth_limit")):
+        with pytest.raises(PlayerSpecError, match=message) as info:
+            make_player(spec)
+        assert "\n" not in str(info.value)

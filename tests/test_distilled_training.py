@@ -96,3 +96,58 @@ def test_training_writes_an_evaluation_that_loads_and_learnt_something(data, tea
         return float(np.mean(-(teacher_score * np.log(p) + (1 - teacher_score) * np.log(1 - p))))
 
     assert loss(evaluation) < loss(random_eval(evaluation.shape, config.seed)) - 0.01
+
+
+def test_search_scores_are_made_once_per_chunk_equal_the_players_search_and_are_blended(data, teacher, monkeypatch,
+                                                                                      tmp_path):
+    from train.learner import distilled_searched as ds
+    from zero.distilled.model import DistilledShape, save_eval
+    from zero.endgames.egdb_build import largest_available
+    from zero.rules.game import Position
+    from zero.yardsticks.alphabeta_player import DistilledPlayer
+
+    monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
+    # (walks of 3: a store of its own, never the one another test damages)
+    store = dl.label(data, teacher, dl.DistilledLabelConfig(walk_plies=3, batch=64, threads=1), None, progress=False)
+    evaluation = tmp_path / "eval.npz"
+    save_eval(random_eval(DistilledShape(accumulator=16, hidden=8), seed=3), evaluation)
+    searched = ds.search_label(store, evaluation, depth=3, every=5, workers=1, progress=False)
+    chunks = sorted(searched.glob("chunk-*.npz"))
+    assert len(chunks) == len(sorted(store.glob("chunk-*.npz"))) >= 3
+    stamps = [p.stat().st_mtime_ns for p in chunks]
+    assert ds.search_label(store, evaluation, depth=3, every=5, workers=1, progress=False) == searched
+    assert [p.stat().st_mtime_ns for p in chunks] == stamps  # nothing made twice
+    lost = chunks[1].read_bytes()
+    chunks[1].unlink()
+    ds.search_label(store, evaluation, depth=3, every=5, workers=1, progress=False)
+    assert chunks[1].read_bytes() == lost and [p.stat().st_mtime_ns for p in chunks[2:]] == stamps[2:]
+
+    labels, _ = dl.read_labels(store)
+    scores = ds.read_searched(searched, dl.chunk_lengths(store))
+    lengths = [n for _, n in dl.chunk_lengths(store)]
+    rows_scored = np.concatenate([offset + np.arange(0, n, 5) for offset, n in zip(np.cumsum([0] + lengths), lengths)])
+    assert np.array_equal(np.flatnonzero(scores != ds.NO_SEARCH), rows_scored)
+    player = DistilledPlayer(3, evaluation=load_eval(evaluation), egdb=largest_available())
+    for r in rows_scored[::4]:
+        position = Position(int(labels["black"][r]), int(labels["white"][r]), int(labels["kings"][r]),
+                            bool(labels["black_to_move"][r]))
+        assert scores[r] == ds.decided(player.search(position)[1])
+
+    config = DistilledTrainConfig(result_weight=0.0, searched_weight=0.25, exact=False)
+    teacher_score, target = targets(labels, config, scores)
+    scored = scores != ds.NO_SEARCH
+    assert np.allclose(target[~scored], teacher_score[~scored])
+    assert np.allclose(target[scored], 0.75 * teacher_score[scored] + 0.25 / (1 + np.exp(-scores[scored] / 1000)))
+
+    chunks[2].write_bytes(chunks[0].read_bytes())  # another chunk's scores under this name
+    with pytest.raises(dl.DistilledLabelError, match="chunk-00002.npz") as info:
+        ds.read_searched(searched, dl.chunk_lengths(store))
+    assert "\n" not in str(info.value)
+
+
+def test_a_won_or_lost_search_score_is_learnt_as_near_certain_and_others_kept():
+    from train.learner.distilled_searched import DECIDED_SCORE, decided
+    from zero.yardsticks.alphabeta_search import WIN_SCORE
+
+    assert decided(WIN_SCORE - 12) == DECIDED_SCORE and decided(-(WIN_SCORE - 3)) == -DECIDED_SCORE
+    assert decided(-1234) == -1234 and decided(20_000) == DECIDED_SCORE

@@ -14,6 +14,8 @@
                            seconds and I more a move (its time manager as mcts's: train.arena.clocked_search)
     distilled...:db, :dbN  with the largest endgame database built (of at most N pieces) as exact leaves
     distilled...:book      the experts' main line played at once where the opening book has it
+    distilled...:KEY=VALUE what its search prunes (zero.yardsticks.alphabeta_player.Selectivity), e.g.
+                           distilled:t0.1:reductions=0:deeper_cuts=false for the plain alpha-beta search
     policy[:NET]           the network's raw policy, no search
     mcts[:NET][:SIMS]      the network searching SIMS root visits a move (default 200), in lockstep with
                            the match's other games (train.arena.match.NetworkPlayer)
@@ -211,10 +213,13 @@ def _depth_or_time(kind: str, args: str) -> tuple[int | None, float | None]:
 
 
 def _distilled(args: str, seed: int, spec: str) -> MatchPlayer:
-    """distilled[:FILE]:N|tS[:db|:dbN][:book]: the alpha-beta search over the distilled evaluation."""
+    """distilled[:FILE]:N|tS|tB+I[:db|:dbN][:book][:KEY=VALUE...]: the alpha-beta search over the distilled
+    evaluation."""
     from zero.distilled.model import DistilledFileError, load_eval
-    from zero.yardsticks.alphabeta_player import DistilledPlayer
+    from zero.yardsticks.alphabeta_player import DistilledPlayer, Selectivity
 
+    args, settings = _search_settings(args, spec)
+    selectivity = _with_settings(Selectivity(), settings, spec)
     args, options, most_pieces = _trailing_options(args, spec)
     if options - {"db", "book"}:
         raise PlayerSpecError(f"{spec!r}: the distilled player takes :db, :dbN and :book, not "
@@ -229,11 +234,11 @@ def _distilled(args: str, seed: int, spec: str) -> MatchPlayer:
         egdb = largest_available(most=most_pieces or MOST_PLAYED_PIECES)
     try:
         player = DistilledPlayer(depth, seed=seed, seconds=seconds, evaluation=load_eval(path or None), egdb=egdb,
-                                 book=_book() if "book" in options else None)
+                                 book=_book() if "book" in options else None, selectivity=selectivity)
     except DistilledFileError as exc:
         raise PlayerSpecError(str(exc)) from None
     player.name = f"distilled:{path or 'default'}:{budget}" + (f":db{int(egdb.tables.max_pieces)}" if egdb else "") \
-        + (":book" if "book" in options else "")
+        + (":book" if "book" in options else "") + "".join(f":{item}" for item in settings)
     if clock is None:
         return player
     from train.arena.clocked_search import ClockedSearchPlayer

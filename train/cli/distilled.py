@@ -1,5 +1,6 @@
-"""`checkers-zero distilled label|train`: label quiet positions with the shipped network's value, and train
-the distilled evaluation (zero.distilled) that the deep alpha-beta player searches with."""
+"""`checkers-zero distilled label|search|train`: label quiet positions with the shipped network's value, score
+them by searches over a distilled evaluation, and train the distilled evaluation (zero.distilled) that the
+deep alpha-beta player searches with."""
 
 from __future__ import annotations
 
@@ -22,18 +23,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     lb.add_argument("--teacher", default=None, metavar="CHECKPOINT", help="the network (default: the shipped one)")
     lb.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_arguments(lb)
+    se = sub.add_parser("search", help="score a label store's positions by fixed-depth searches over a distilled "
+                                       "evaluation (resumable)",
+                        description="Search every EVERY-th position of a label store DEPTH plies deep with the "
+                                    "alpha-beta player over a distilled evaluation and its endgame database, in "
+                                    "chunk files inside the store, for `distilled train --searched`; a run killed "
+                                    "at any moment continues where it stopped.")
+    se.add_argument("--labels", required=True, help="a label store written by `distilled label`")
+    se.add_argument("--eval", default=None, help="the distilled evaluation (default: checkpoints/distilled.npz)")
+    se.add_argument("--depth", type=int, default=6, help="plies of each search (default 6)")
+    se.add_argument("--every", type=int, default=2, help="search every N-th position of each chunk (default 2)")
+    se.add_argument("--workers", type=int, default=2, help="processes (default 2)")
+    se.add_argument("--quiet", action="store_true", help="no progress bar")
     tr = sub.add_parser("train", help="train the distilled evaluation on its labels",
                         description="Learn the distilled evaluation from a label store and write it (the "
                                     "shipped one is checkpoints/distilled.npz); prints its held-out loss.")
     tr.add_argument("--labels", required=True, help="a label store written by `distilled label`")
     tr.add_argument("--out", required=True, help="the evaluation file to write, e.g. runs/distilled.npz")
+    tr.add_argument("--searched", default=None, metavar="DIR",
+                    help="search scores of these labels (`distilled search`), blended in by searched_weight")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_arguments(tr)
 
 
 def run(args: argparse.Namespace) -> int:
     from train.learner.distilled_labels import (
-        DistilledLabelConfig, DistilledLabelError, label, read_labels)
+        DistilledLabelConfig, DistilledLabelError, chunk_lengths, label, read_labels)
+    from train.learner.distilled_searched import read_searched, search_label
+    from zero.distilled.model import DEFAULT_DISTILLED, DistilledFileError
     from train.learner.distilled_training import DistilledTrainConfig, train
     from train.learner.pretrain_dataset import DatasetError, PretrainDataset
     from zero.net.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
@@ -48,14 +65,23 @@ def run(args: argparse.Namespace) -> int:
                           largest_available(), progress=not args.quiet)
             print(f"labels in {store}")
             return 0
+        if args.distilled_command == "search":
+            store = search_label(Path(args.labels), Path(args.eval or DEFAULT_DISTILLED), args.depth, args.every,
+                                 args.workers, progress=not args.quiet)
+            print(f"search scores in {store}")
+            return 0
         from zero.endgames.egdb_build import largest_available
 
         cfg = load_config(DistilledTrainConfig, args.config, args.overrides)
         store = Path(args.labels)
         labels, made_by = read_labels(store)
-        held = train(labels, cfg, args.out, {"labels": str(store), "labels_positions": len(labels["black"]), **made_by},
-                     progress=not args.quiet, egdb=largest_available())
-    except (ConfigError, DatasetError, DistilledLabelError, CheckpointError) as exc:
+        searched = read_searched(Path(args.searched), chunk_lengths(store)) if args.searched else None
+        made_from = {"labels": str(store), "labels_positions": len(labels["black"]), **made_by}
+        if searched is not None:
+            made_from["searched"] = str(args.searched)
+        held = train(labels, cfg, args.out, made_from, progress=not args.quiet, egdb=largest_available(),
+                     searched=searched)
+    except (ConfigError, DatasetError, DistilledLabelError, DistilledFileError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{args.out}: held-out cross-entropy {held.loss_vs_teacher:.4f} against the teacher's value "

@@ -195,6 +195,19 @@ def label(data: PretrainDataset, teacher: str | Path, config: DistilledLabelConf
     return store
 
 
+def chunk_lengths(store: Path) -> list[tuple[int, int]]:
+    """(chunk, labels in it) of each chunk of a store, in read_labels' order."""
+    out = []
+    for path in sorted(store.glob("chunk-*.npz")):
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                out.append((int(path.stem.split("-")[1]), len(archive["black"])))
+        except Exception as exc:  # numpy and zipfile raise many kinds for a damaged archive
+            raise DistilledLabelError(f"{path}: unreadable label chunk ({type(exc).__name__}); delete it to label "
+                                      f"it again") from None
+    return out
+
+
 def read_labels(store: Path) -> tuple[dict[str, np.ndarray], dict]:
     """Every chunk of a store, concatenated (each checked against the first's identity), and that identity:
     what made the labels (the teacher's sha256 among it)."""

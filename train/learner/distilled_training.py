@@ -1,8 +1,9 @@
 """Training the distilled evaluation (zero.distilled) on its labels (train.learner.distilled_labels).
 
 The target is the side to move's expected score: the teacher's W + D/2, blended with the game's result where
-the position is an expert game's (`result_weight` of it), and the database's exact value instead wherever the
-database holds the position. The loss is the cross-entropy of sigmoid(logit) against that target. Labels of
+the position is an expert game's (`result_weight` of it) and with sigmoid(score) of a search of the position
+where one scored it (`searched_weight` of it: train.learner.distilled_searched, the evaluation learning what a
+search below it sees), and the database's exact value instead wherever the database holds the position. The loss is the cross-entropy of sigmoid(logit) against that target. Labels of
 the dataset's train split are learnt; the test split's are held out, and the figures reported on them are
 the loss against the teacher's own expected score (what the distillation can reach) and against the blended
 target, beside the loss of a constant guess; and, given the endgame database, the solved-endgame mistake rate
@@ -22,6 +23,7 @@ import torch
 from tqdm import tqdm
 
 from train.learner.distilled_labels import NO_RESULT
+from train.learner.distilled_searched import NO_SEARCH
 from train.learner.pretrain_dataset import SPLITS
 from zero.distilled.model import DistilledShape, random_eval, save_eval
 from zero.distilled.network import DistilledNet, batch_inputs
@@ -36,6 +38,7 @@ class DistilledTrainConfig:
     hidden: int = setting(32, low=1, high=1024)  # units of each dense hidden layer
     buckets: int = setting(1, low=1, high=24)  # layer stacks above the accumulator, by pieces on the board
     result_weight: float = setting(0.2, low=0.0, high=1.0)  # share of the game's result in the target
+    searched_weight: float = setting(0.5, low=0.0, high=1.0)  # share of a search's score, where one is given
     exact: bool = True  # the database's value as the target wherever it holds the position
     walked: bool = True  # learn the random walks' positions too
     steps: int = setting(6000, low=1, high=MOST_STEPS)
@@ -60,14 +63,20 @@ class HeldOut:
     extra: dict = field(default_factory=dict)
 
 
-def targets(labels: dict[str, np.ndarray], config: DistilledTrainConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(the teacher's expected score, the blended target) of every label, float32."""
+def targets(labels: dict[str, np.ndarray], config: DistilledTrainConfig, searched: np.ndarray | None = None) \
+        -> tuple[np.ndarray, np.ndarray]:
+    """(the teacher's expected score, the blended target) of every label, float32. searched: each label's
+    search score (thousandths of a logit; NO_SEARCH where none), or None."""
     wdl = labels["wdl"].astype(np.float32)
     teacher = wdl[:, 0] + 0.5 * wdl[:, 1]
     target = teacher.copy()
     played = labels["result"] != NO_RESULT
     target[played] = ((1 - config.result_weight) * teacher[played]
                       + config.result_weight * (labels["result"][played].astype(np.float32) + 1) / 2)
+    if searched is not None:
+        scored = searched != NO_SEARCH
+        target[scored] = ((1 - config.searched_weight) * target[scored]
+                          + config.searched_weight / (1 + np.exp(-searched[scored].astype(np.float32) / 1000)))
     if config.exact:
         held = labels["exact"] != NO_RESULT
         target[held] = (labels["exact"][held].astype(np.float32) + 1) / 2
@@ -105,14 +114,14 @@ def endgame_mistakes(evaluation, labels: dict[str, np.ndarray], rows: np.ndarray
 
 
 def train(labels: dict[str, np.ndarray], config: DistilledTrainConfig, out: str | Path, made_from: dict,
-          progress: bool = True, egdb=None) -> HeldOut:
-    """Learn the evaluation from the labels; write it to `out` with how it was made; return the held-out
-    figures (also in the file)."""
+          progress: bool = True, egdb=None, searched: np.ndarray | None = None) -> HeldOut:
+    """Learn the evaluation from the labels (and the search scores of them, if given: targets()); write it to
+    `out` with how it was made; return the held-out figures (also in the file)."""
     config.validate()
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)
     rng = np.random.default_rng(config.seed)
-    teacher, target = targets(labels, config)
+    teacher, target = targets(labels, config, searched)
     split = labels["split"]
     train_rows = np.flatnonzero((split == SPLITS.index("train")) & (config.walked | ~labels["walked"]))
     test_rows = np.flatnonzero(split == SPLITS.index("test"))

@@ -5,6 +5,7 @@ classical one (zero.yardsticks.classical.ClassicalPlayer, a yardstick) or the di
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from zero.corpus.opening_book import OpeningBook
 from zero.distilled.model import DistilledEval, load_eval as load_distilled
 from zero.endgames.egdb import Egdb, no_tables
 from zero.rules.game import Game, Move, Position
+from zero.run.config import check_settings, setting
 from zero.yardsticks import alphabeta_search as ab
 from zero.yardsticks.players import MAX_TIMED_DEPTH, SearchingPlayer, player_rng
 
@@ -25,6 +27,24 @@ def repetitions(game: Game, legal: list[Move]) -> np.ndarray:
     earlier = {game.positions[-1 - back] for back in range(1, window + 1, 2)}
     pos = game.position
     return np.array([int(not pos.is_irreversible(m) and pos.play(m) in earlier) for m in legal], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Selectivity:
+    """What the search prunes beyond alpha-beta (zero.yardsticks.alphabeta_search). Off (`Selectivity.none()`),
+    a fixed-depth search returns exactly the fixed-depth minimax score, as the calibrated classical yardstick
+    and the tests need; on, it looks deeper in the same time and its score is no longer that minimax."""
+
+    reductions: int = setting(1, low=0, high=4)  # plies a late quiet move is searched less deep (0: none)
+    reduce_after: int = setting(3, low=1, high=64)  # moves of a node searched at full depth before reducing
+    deeper_cuts: bool = True  # a table entry searched deeper than asked cuts too (else only at its own depth)
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+    @classmethod
+    def none(cls) -> "Selectivity":
+        return cls(reductions=0, deeper_cuts=False)
 
 
 class AlphaBetaSearchPlayer(SearchingPlayer):
@@ -43,12 +63,13 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
 
     egdb: an endgame database whose positions (neither side able to capture) are exact leaves; None for none.
     use_tt, use_ordering: switch the table and the move ordering off (tests: they change only the speed).
+    selectivity: reductions and deeper table cuts (Selectivity; none unless given).
     """
 
     def __init__(self, kind: str, classical_weights: np.ndarray | None, distilled: tuple | None,
                  depth: int | None = None, seed: int = 0, seconds: float | None = None, egdb: Egdb | None = None,
                  tt_bits: int = 18, use_tt: bool = True, use_ordering: bool = True,
-                 book: OpeningBook | None = None) -> None:
+                 book: OpeningBook | None = None, selectivity: Selectivity | None = None) -> None:
         """kind: the player's name before its depth or time ("classical", "distilled"); classical_weights or
         distilled (zero.distilled.model.DistilledEval.arrays): its evaluation, one of the two. book: where it
         has the position, its move is played at once."""
@@ -73,6 +94,10 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
         counters[ab.C_USE_TT] = int(use_tt)
         counters[ab.C_USE_ORDERING] = int(use_ordering)
         counters[ab.C_GENERATION] = 1
+        self.selectivity = selectivity or Selectivity.none()
+        counters[ab.C_REDUCTIONS] = self.selectivity.reductions
+        counters[ab.C_REDUCE_AFTER] = self.selectivity.reduce_after
+        counters[ab.C_DEEPER_CUTS] = int(self.selectivity.deeper_cuts)
         self.last_score: int | None = None  # of the last searched move, for the side that moved
         self.last_nodes = 0
         self.last_depth = 0  # depth of the iteration the last move came from
@@ -136,12 +161,13 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
 
 class DistilledPlayer(AlphaBetaSearchPlayer):
     """The alpha-beta search with the distilled evaluation (zero.distilled: the shipped file unless given
-    another), to a fixed depth or on the clock (AlphaBetaSearchPlayer)."""
+    another), to a fixed depth or on the clock (AlphaBetaSearchPlayer), selective (Selectivity()) unless told."""
 
     def __init__(self, depth: int | None = None, seed: int = 0, seconds: float | None = None,
                  evaluation: DistilledEval | None = None, egdb: Egdb | None = None, tt_bits: int = 20,
-                 use_tt: bool = True, use_ordering: bool = True, book: OpeningBook | None = None) -> None:
+                 use_tt: bool = True, use_ordering: bool = True, book: OpeningBook | None = None,
+                 selectivity: Selectivity | None = None) -> None:
         evaluation = evaluation if evaluation is not None else load_distilled()
         super().__init__("distilled", None, evaluation.arrays, depth, seed, seconds, egdb, tt_bits, use_tt,
-                         use_ordering, book)
+                         use_ordering, book, selectivity if selectivity is not None else Selectivity())
         self.evaluation = evaluation

@@ -64,8 +64,8 @@ EXACT, LOWER, UPPER = 0, 1, 2
 
 # The counters and settings of one search (an int64 array the caller owns).
 C_NODES, C_MAX_NODES, C_ABORTED, C_ROOT_ROW, C_ROOT_SCORE, C_GENERATION, C_USE_TT, C_USE_ORDERING = range(8)
-C_TT_CUTS, C_DB_HITS = 8, 9
-COUNTERS = 10
+C_TT_CUTS, C_DB_HITS, C_REDUCTIONS, C_REDUCE_AFTER, C_DEEPER_CUTS = 8, 9, 10, 11, 12
+COUNTERS = 13
 
 _HASH_ORDER = 1 << 50
 _CAPTURE_ORDER = 1 << 40
@@ -126,8 +126,8 @@ def database_value(black, white, kings, black_to_move, ply, tables):
 
 # Columns of a search frame, one row a ply (the explicit stack).
 (P_BLACK, P_WHITE, P_KINGS, P_DEPTH, P_ALPHA, P_BETA, P_ALPHA0, P_BEST, P_BEST_ROW, P_COUNT, P_NEXT, P_CAPTURE,
- P_SLOT, P_USE_TT, P_ROW, P_FULL_WINDOW) = range(16)
-FRAME_FIELDS = 16
+ P_SLOT, P_USE_TT, P_ROW, P_FULL_WINDOW, P_REDUCED) = range(17)
+FRAME_FIELDS = 17
 _ENTER, _NEXT, _RETURN = 0, 1, 2
 
 
@@ -194,7 +194,8 @@ def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, histor
                 and tt[slot, T_KEY] == _key(kings, btm, counters[C_GENERATION])):
             info = tt[slot, T_INFO]
             hash_row = (info >> 16) - 1
-            if ply > 0 and info & 0xFF == depth:
+            stored_depth = info & 0xFF
+            if ply > 0 and (stored_depth == depth or (stored_depth > depth and counters[C_DEEPER_CUTS] != 0)):
                 stored = _from_table(tt[slot, T_SCORE], ply)
                 flag = (info >> 8) & 0xFF
                 if (flag == EXACT or (flag == LOWER and stored >= f[P_BETA])
@@ -239,9 +240,11 @@ def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, histor
 
 
 @njit(cache=True)
-def _open_child(ply, btm, frames, moves, full_window, evaluation, work):
+def _open_child(ply, btm, frames, moves, full_window, reduction, evaluation, work):
     """Set up frames[ply + 1] for the child of the move in frames[ply][P_ROW]: a full window, or (principal
-    variation search, after the first move) the null window just above alpha."""
+    variation search, after the first move) the null window just above alpha; `reduction` plies less deep
+    where the move is quiet (late move reductions: neither a crowning nor one that leaves a capture to
+    answer, whose outcome a shallower look misjudges)."""
     f = frames[ply]
     c = frames[ply + 1]
     row = f[P_ROW]
@@ -250,10 +253,26 @@ def _open_child(ply, btm, frames, moves, full_window, evaluation, work):
     if is_distilled(evaluation):
         dk.update(f[P_BLACK], f[P_WHITE], f[P_KINGS], c[P_BLACK], c[P_WHITE], c[P_KINGS], evaluation[1], work[1][ply],
                   work[1][ply + 1])
-    c[P_DEPTH] = f[P_DEPTH] - 1
+    if reduction > 0 and (popcount(c[P_KINGS]) > popcount(f[P_KINGS])
+                          or can_capture(c[P_BLACK], c[P_WHITE], c[P_KINGS], not btm)):
+        reduction = 0
+    c[P_DEPTH] = f[P_DEPTH] - 1 - reduction
     c[P_BETA] = -f[P_ALPHA]
     c[P_ALPHA] = -f[P_BETA] if full_window else -f[P_ALPHA] - 1
     f[P_FULL_WINDOW] = full_window
+    f[P_REDUCED] = reduction
+
+
+@njit(cache=True, inline="always")
+def _reduction(ply, k, frames, order, rows, counters):
+    """Plies the k-th move tried at ply is searched less deep (late move reductions): none for the first
+    moves (the hash move, the captures, the killers come first), at the root, in an exchange, or near the
+    leaves; a null-window look otherwise, searched again at full depth when it beats alpha."""
+    f = frames[ply]
+    if (counters[C_REDUCTIONS] == 0 or ply == 0 or f[P_CAPTURE] or f[P_DEPTH] < 3
+            or k < counters[C_REDUCE_AFTER] or order[ply][rows[ply][k]] >= _KILLER_ORDER):
+        return 0
+    return min(counters[C_REDUCTIONS], f[P_DEPTH] - 2)
 
 
 @njit(cache=True)
@@ -359,7 +378,8 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
                 if ply == 0 and root_draws[seq[k]]:
                     _child_done(0, btm, 0, frames, moves, killers, history, counters)  # (no cut: beta is infinite)
                 else:
-                    _open_child(ply, btm, frames, moves, k == 0, evaluation, work)
+                    _open_child(ply, btm, frames, moves, k == 0, _reduction(ply, k, frames, order, rows, counters),
+                                evaluation, work)
                     ply += 1
                     step = _ENTER
             else:
@@ -374,8 +394,12 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
             btm = not btm
             f = frames[ply]
             score = -value
-            if not f[P_FULL_WINDOW] and f[P_ALPHA] < score < f[P_BETA]:
-                _open_child(ply, btm, frames, moves, True, evaluation, work)  # the null window failed high: search it again
+            if f[P_REDUCED] and score > f[P_ALPHA]:
+                _open_child(ply, btm, frames, moves, False, 0, evaluation, work)  # a reduced move beat alpha: full depth
+                ply += 1
+                step = _ENTER
+            elif not f[P_FULL_WINDOW] and f[P_ALPHA] < score < f[P_BETA]:
+                _open_child(ply, btm, frames, moves, True, 0, evaluation, work)  # the null window failed high: search it again
                 ply += 1
                 step = _ENTER
             elif _child_done(ply, btm, score, frames, moves, killers, history, counters):

@@ -26,7 +26,7 @@ from zero.endgames.egdb import Egdb
 from zero.rules.game import Position
 from zero.run.data import REPOSITORY
 from zero.yardsticks import classical_kernels as ck
-from zero.yardsticks.alphabeta_player import AlphaBetaSearchPlayer
+from zero.yardsticks.alphabeta_player import AlphaBetaSearchPlayer, Selectivity
 
 DEFAULT_EVAL = REPOSITORY / "checkpoints" / "classical_eval.json"
 EVAL_FORMAT = "checkers-zero-classical-eval"
@@ -98,12 +98,13 @@ def features_of(position: Position) -> dict[str, int]:
 
 class ClassicalPlayer(AlphaBetaSearchPlayer):
     """The classical engine as a player: the alpha-beta search with the classical evaluation (the shipped
-    weights file unless given another), to a fixed depth or on the clock (AlphaBetaSearchPlayer)."""
+    weights file unless given another), to a fixed depth or on the clock (AlphaBetaSearchPlayer); a calibrated
+    yardstick, so its search is the plain one unless told (Selectivity)."""
 
     def __init__(self, depth: int | None = None, seed: int = 0, seconds: float | None = None,
                  evaluation: ClassicalEval | None = None, egdb: Egdb | None = None, tt_bits: int = 18,
-                 use_tt: bool = True, use_ordering: bool = True) -> None:
+                 use_tt: bool = True, use_ordering: bool = True, selectivity: Selectivity | None = None) -> None:
         evaluation = evaluation if evaluation is not None else load_eval()
         super().__init__("classical", evaluation.weights, None, depth, seed, seconds, egdb, tt_bits, use_tt,
-                         use_ordering)
+                         use_ordering, selectivity=selectivity)
         self.evaluation = evaluation
