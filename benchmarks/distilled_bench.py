@@ -4,6 +4,7 @@ second and depth on the clock with it and with the classical evaluation, and the
 evaluations a second beside them (int8, one thread, batch 128: what a leaf of MCTS costs).
 
     python benchmarks/distilled_bench.py [--eval checkpoints/distilled.npz] [--seconds 0.1] [--positions 200000]
+        [--selectivity 1,3,0 2,2,1 ...]
 
 Positions: the OCA dataset's when runs/oca exists (`checkers-zero pretrain dataset`), else random games'.
 """
@@ -89,12 +90,15 @@ def kernel_speed(evaluation, positions: int) -> None:
           f"({len(black):,} positions, one core)")
 
 
-def search_speed(evaluation, seconds: float) -> None:
+def search_speed(evaluation, seconds: float, selectivities: list[Selectivity]) -> None:
     games = bench_positions(12)
-    for name, player in (("distilled", DistilledPlayer(seconds=seconds, evaluation=evaluation)),
-                         ("distilled, plain (Selectivity.none())",
-                          DistilledPlayer(seconds=seconds, evaluation=evaluation, selectivity=Selectivity.none())),
-                         ("classical", ClassicalPlayer(seconds=seconds))):
+    players = [("distilled", DistilledPlayer(seconds=seconds, evaluation=evaluation)),
+               ("distilled, plain (Selectivity.none())",
+                DistilledPlayer(seconds=seconds, evaluation=evaluation, selectivity=Selectivity.none()))]
+    players += [(f"distilled, {s}", DistilledPlayer(seconds=seconds, evaluation=evaluation, selectivity=s))
+                for s in selectivities]
+    players.append(("classical", ClassicalPlayer(seconds=seconds)))
+    for name, player in players:
         player.warm_up()
         nodes, times, depths = 0, 0.0, []
         for game in games:
@@ -126,11 +130,17 @@ def main() -> None:
     parser.add_argument("--eval", default=None, help="distilled evaluation file (default: the shipped one)")
     parser.add_argument("--seconds", type=float, default=0.1)
     parser.add_argument("--positions", type=int, default=200_000, help="for the kernels' speed (0: not measured)")
+    parser.add_argument("--selectivity", nargs="*", default=[], metavar="R,A,D",
+                        help="more searches to compare: reductions, reduce_after, deeper_cuts (0/1), e.g. 1,3,0")
     args = parser.parse_args()
+    selectivities = []
+    for item in args.selectivity:
+        r, a, d = (int(x) for x in item.split(","))
+        selectivities.append(Selectivity(r, a, bool(d)))
     evaluation = load_eval(args.eval)
     if args.positions:
         kernel_speed(evaluation, args.positions)
-    search_speed(evaluation, args.seconds)
+    search_speed(evaluation, args.seconds, selectivities)
     tower_speed()
 
 

@@ -35,8 +35,8 @@ class Selectivity:
     a fixed-depth search returns exactly the fixed-depth minimax score, as the calibrated classical yardstick
     and the tests need; on, it looks deeper in the same time and its score is no longer that minimax."""
 
-    reductions: int = setting(1, low=0, high=4)  # plies a late quiet move is searched less deep (0: none)
-    reduce_after: int = setting(3, low=1, high=64)  # moves of a node searched at full depth before reducing
+    reductions: int = setting(2, low=0, high=4)  # plies a late quiet move is searched less deep (0: none)
+    reduce_after: int = setting(2, low=1, high=64)  # moves of a node searched at full depth before reducing
     deeper_cuts: bool = True  # a table entry searched deeper than asked cuts too (else only at its own depth)
 
     def __post_init__(self) -> None:
