@@ -27,7 +27,11 @@ position, so no collision is ever trusted: the bound, the depth and the best mov
 at the same remaining depth, so a fixed-depth search returns exactly the fixed-depth minimax score, and
 deeper or shallower entries still give their move first), and move ordering (hash move, then captures by
 pieces taken, two killer moves a ply, the history heuristic). Both the table and the ordering can be
-switched off (use_tt, use_ordering) to show that they change nothing but the speed.
+switched off (use_tt, use_ordering) to show that they change nothing but the speed. Two settings trade that
+exactness for depth (zero.yardsticks.alphabeta_player.Selectivity, off for the classical yardstick and the
+tests that hold the search to the minimax): late move reductions (C_REDUCTIONS plies less for a late quiet
+move, searched again at full depth when it beats alpha: _reduction, _open_child) and entries searched deeper
+than asked cutting too (C_DEEPER_CUTS).
 
 The search is iterative with an explicit stack (search_root says how it maps onto the recursion): a
 self-recursive kernel crashed when numba loaded it from its cache (numba 0.68), and compiling one afresh
