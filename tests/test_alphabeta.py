@@ -101,7 +101,6 @@ def test_the_distilled_player_moves_on_the_clock():
     assert move in start.legal_moves() and nodes > 0 and p.last_depth >= 1
 
 
-
 @pytest.mark.parametrize("evaluation", EVALUATIONS)
 def test_reductions_and_deeper_cuts_prune_the_tree_and_still_choose_legal_moves(evaluation):
     player = EVALUATIONS[evaluation][0]

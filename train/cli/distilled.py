@@ -50,9 +50,9 @@ def run(args: argparse.Namespace) -> int:
     from train.learner.distilled_labels import (
         DistilledLabelConfig, DistilledLabelError, chunk_lengths, label, read_labels)
     from train.learner.distilled_searched import read_searched, search_label
-    from zero.distilled.model import DEFAULT_DISTILLED, DistilledFileError
     from train.learner.distilled_training import DistilledTrainConfig, train
     from train.learner.pretrain_dataset import DatasetError, PretrainDataset
+    from zero.distilled.model import DEFAULT_DISTILLED, DistilledFileError
     from zero.net.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
     from zero.run.config import load_config
 

@@ -148,7 +148,8 @@ def _label_chunk(data: PretrainDataset, c: int, config: DistilledLabelConfig, ev
     return cols
 
 
-def _write_chunk(path: Path, made_by: dict, c: int, cols: dict[str, np.ndarray]) -> None:
+def write_chunk(path: Path, made_by: dict, c: int, cols: dict[str, np.ndarray]) -> None:
+    """A chunk file: its columns and the record of what made it (with its number), written atomically."""
     buffer = io.BytesIO()
     doc = {**made_by, "chunk": c}
     np.savez(buffer, document=np.frombuffer(json.dumps(doc, sort_keys=True).encode(), np.uint8), **cols)
@@ -191,7 +192,7 @@ def label(data: PretrainDataset, teacher: str | Path, config: DistilledLabelConf
     if missing:
         evaluator = Evaluator.from_checkpoint(teacher, device="cpu", threads=config.threads)
         for c in tqdm(missing, desc=f"labelling {store.name}", unit="chunk", disable=not progress):
-            _write_chunk(chunk_path(store, c), made_by, c, _label_chunk(data, c, config, evaluator, egdb))
+            write_chunk(chunk_path(store, c), made_by, c, _label_chunk(data, c, config, evaluator, egdb))
     return store
 
 

@@ -16,7 +16,6 @@ match its folder or it does not read.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -24,8 +23,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from train.learner.distilled_labels import DistilledLabelError, read_chunk
-from zero.run.config import atomic_write_bytes, file_sha256
+from train.learner.distilled_labels import DistilledLabelError, chunk_path, read_chunk, write_chunk
+from zero.run.config import file_sha256
+from zero.yardsticks.alphabeta_search import WIN_THRESHOLD
 
 SEARCHED_FORMAT = 1
 # A won or lost score (a win at a known distance, thousandths of a logit beyond any evaluation) is learnt
@@ -55,8 +55,6 @@ def _label_chunks(label_store: Path) -> list[tuple[int, Path]]:
 
 def decided(score: int) -> int:
     """A search score as learnt: wins and losses (beyond any evaluation) set to +-DECIDED_SCORE."""
-    from zero.yardsticks.alphabeta_search import WIN_THRESHOLD
-
     if abs(score) > WIN_THRESHOLD:
         return DECIDED_SCORE if score > 0 else -DECIDED_SCORE
     return int(np.clip(score, -DECIDED_SCORE, DECIDED_SCORE))
@@ -87,11 +85,7 @@ def _score_chunk(task: tuple[str, int, str, dict]) -> int:
         position = Position(int(labels["black"][r]), int(labels["white"][r]), int(labels["kings"][r]),
                             bool(labels["black_to_move"][r]))
         scores[i] = decided(player.search(position)[1])
-    buffer = io.BytesIO()
-    doc = {**made_by, "chunk": c}
-    np.savez(buffer, document=np.frombuffer(json.dumps(doc, sort_keys=True).encode(), np.uint8), row=rows,
-             score=scores)
-    atomic_write_bytes(Path(out), buffer.getvalue())
+    write_chunk(Path(out), made_by, c, {"row": rows, "score": scores})
     return c
 
 
@@ -119,10 +113,6 @@ def search_label(label_store: Path, evaluation: Path, depth: int, every: int, wo
                           unit="chunk", disable=not progress):
                 pass
     return store
-
-
-def chunk_path(store: Path, c: int) -> Path:
-    return store / f"chunk-{c:05d}.npz"
 
 
 def read_searched(store: Path, labels_per_chunk: list[tuple[int, int]]) -> np.ndarray:

@@ -3,11 +3,11 @@
 The target is the side to move's expected score: the teacher's W + D/2, blended with the game's result where
 the position is an expert game's (`result_weight` of it) and with sigmoid(score) of a search of the position
 where one scored it (`searched_weight` of it: train.learner.distilled_searched, the evaluation learning what a
-search below it sees), and the database's exact value instead wherever the database holds the position. The loss is the cross-entropy of sigmoid(logit) against that target. Labels of
-the dataset's train split are learnt; the test split's are held out, and the figures reported on them are
-the loss against the teacher's own expected score (what the distillation can reach) and against the blended
-target, beside the loss of a constant guess; and, given the endgame database, the solved-endgame mistake rate
-of the evaluation's own choice (zero.endgames.endgame_judge): in test positions the database holds, with a
+search below it sees), and the database's exact value instead wherever the database holds the position. The
+loss is the cross-entropy of sigmoid(logit) against that target. Labels of the dataset's train split are learnt;
+the test split's are held out, and the figures reported on them are the loss against the teacher's own
+expected score (what the distillation can reach) and against the blended target, beside the loss of a constant
+guess; and, given the endgame database, the solved-endgame mistake rate of the evaluation's own choice (zero.endgames.endgame_judge): in test positions the database holds, with a
 choice, the move whose position it scores best, with no search at all.
 """
 
