@@ -7,8 +7,9 @@ search below it sees), and the database's exact value instead wherever the datab
 loss is the cross-entropy of sigmoid(logit) against that target. Labels of the dataset's train split are learnt;
 the test split's are held out, and the figures reported on them are the loss against the teacher's own
 expected score (what the distillation can reach) and against the blended target, beside the loss of a constant
-guess; and, given the endgame database, the solved-endgame mistake rate of the evaluation's own choice (zero.endgames.endgame_judge): in test positions the database holds, with a
-choice, the move whose position it scores best, with no search at all.
+guess; and, given the endgame database, the solved-endgame mistake rate of the evaluation's own choice
+(zero.endgames.endgame_judge): in test positions the database holds, with a choice, the move whose position it
+scores best, with no search at all.
 """
 
 from __future__ import annotations
