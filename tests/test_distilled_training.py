@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from train.learner import distilled_labels as dl
 from train.learner.distilled_training import DistilledTrainConfig, targets, train
-from train.learner.pretrain_dataset import PretrainDataset
+from train.learner.pretrain_dataset import SPLITS, PretrainDataset
 from training_data import save_tiny_network, scripted_dataset
 from zero.distilled.model import load_eval, random_eval
 from zero.endgames.egdb_build import ensure_built
@@ -69,6 +70,22 @@ def test_a_damaged_or_foreign_chunk_is_refused_in_one_line(data, teacher, monkey
         dl.read_labels(store)
 
 
+def test_stores_of_one_teacher_are_learnt_together_and_another_teachers_refused(data, teacher, monkeypatch,
+                                                                              tmp_path):
+    monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
+    config = dl.DistilledLabelConfig(walk_plies=5, batch=64, threads=1)
+    one = dl.label(data, teacher, config, None, progress=False)
+    other = dl.label(data, teacher, dl.DistilledLabelConfig(walk_plies=0, batch=64, threads=1), None, progress=False)
+    both, made_by = dl.read_label_stores([one, other])
+    first, second = dl.read_labels(one)[0], dl.read_labels(other)[0]
+    assert [m["walk_plies"] for m in made_by] == [5, 0]
+    assert all(np.array_equal(both[c], np.concatenate([first[c], second[c]])) for c in dl.COLUMNS)
+    stranger = dl.label(data, save_tiny_network(tmp_path / "stranger.pt", seed=9), config, None, progress=False)
+    with pytest.raises(dl.DistilledLabelError, match="2 teachers") as info:
+        dl.read_label_stores([one, stranger])
+    assert "\n" not in str(info.value)
+
+
 def test_the_targets_blend_results_and_take_the_database_values():
     labels = {"wdl": np.array([[0.5, 0.5, 0.0]] * 3, np.float16), "result": np.array([1, dl.NO_RESULT, -1], np.int8),
               "exact": np.array([dl.NO_RESULT, dl.NO_RESULT, 1], np.int8)}
@@ -96,6 +113,34 @@ def test_training_writes_an_evaluation_that_loads_and_learnt_something(data, tea
         return float(np.mean(-(teacher_score * np.log(p) + (1 - teacher_score) * np.log(1 - p))))
 
     assert loss(evaluation) < loss(random_eval(evaluation.shape, config.seed)) - 0.01
+
+
+def test_positions_the_database_answers_are_left_out_of_training_when_asked(data, teacher, monkeypatch, tmp_path):
+    monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
+    store = dl.label(data, teacher, dl.DistilledLabelConfig(walk_plies=4, batch=64, threads=1), None, progress=False)
+    labels, _ = dl.read_labels(store)
+
+    def thinned(rows: slice) -> dict[str, np.ndarray]:
+        """The labels with at most 8 pieces left in `rows` (4 a side)."""
+        out = {name: column.copy() for name, column in labels.items()}
+        out["black"][rows] &= 0x000000F0
+        out["white"][rows] &= 0x0F000000
+        out["kings"][rows] &= out["black"][rows] | out["white"][rows]
+        return out
+
+    some = thinned(slice(0, None, 2))
+    pieces = np.bitwise_count(some["black"] | some["white"])
+    train_split = some["split"] == SPLITS.index("train")
+    config = DistilledTrainConfig(accumulator=8, hidden=4, steps=2, batch=16, threads=1)
+    learnt = {}
+    for most in (0, 8):
+        train(some, dataclasses.replace(config, database_pieces=most), tmp_path / "eval.npz", {}, progress=False)
+        learnt[most] = load_eval(tmp_path / "eval.npz").meta["training"]["train_positions"]
+        assert learnt[most] == (train_split & (pieces > most)).sum()
+    assert 0 < learnt[8] < learnt[0]  # the thinned half left out
+    with pytest.raises(dl.DistilledLabelError, match=r"no positions to learn .*more than 8 pieces"):
+        train(thinned(slice(None)), dataclasses.replace(config, database_pieces=8), tmp_path / "none.npz", {},
+              progress=False)
 
 
 def test_search_scores_are_made_once_per_chunk_equal_the_players_search_and_are_blended(data, teacher, monkeypatch,

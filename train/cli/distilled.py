@@ -36,19 +36,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     se.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     se.add_argument("--quiet", action="store_true", help="no progress bar")
     tr = sub.add_parser("train", help="train the distilled evaluation on its labels",
-                        description="Learn the distilled evaluation from a label store and write it (the "
-                                    "shipped one is checkpoints/distilled.npz); prints its held-out loss.")
-    tr.add_argument("--labels", required=True, help="a label store written by `distilled label`")
+                        description="Learn the distilled evaluation from label stores (of one teacher) and write "
+                                    "it (the shipped one is checkpoints/distilled.npz); prints its held-out "
+                                    "loss.")
+    tr.add_argument("--labels", required=True, action="append", metavar="STORE",
+                    help="a label store written by `distilled label`; repeat it to learn several stores together "
+                         "(say, the OCA games' and the player's own games')")
     tr.add_argument("--out", required=True, help="the evaluation file to write, e.g. runs/distilled.npz")
     tr.add_argument("--searched", default=None, metavar="DIR",
-                    help="search scores of these labels (`distilled search`), blended in by searched_weight")
+                    help="search scores of the labels (`distilled search`; one --labels store), blended in by "
+                         "searched_weight")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_arguments(tr)
 
 
 def run(args: argparse.Namespace) -> int:
     from train.learner.distilled_labels import (
-        DistilledLabelConfig, DistilledLabelError, chunk_lengths, label, read_labels)
+        DistilledLabelConfig, DistilledLabelError, chunk_lengths, label, read_label_stores)
     from train.learner.distilled_searched import read_searched, search_label
     from train.learner.distilled_training import DistilledTrainConfig, train
     from train.learner.pretrain_dataset import DatasetError, PretrainDataset
@@ -73,10 +77,14 @@ def run(args: argparse.Namespace) -> int:
         from zero.endgames.egdb_build import largest_available
 
         cfg = load_config(DistilledTrainConfig, args.config, args.overrides)
-        store = Path(args.labels)
-        labels, made_by = read_labels(store)
-        searched = read_searched(Path(args.searched), chunk_lengths(store)) if args.searched else None
-        made_from = {"labels": str(store), "labels_positions": len(labels["black"]), **made_by}
+        stores = [Path(store) for store in args.labels]
+        if args.searched and len(stores) > 1:
+            raise DistilledLabelError(f"--searched scores the labels of one store, and {len(stores)} are given")
+        labels, made_by = read_label_stores(stores)
+        searched = read_searched(Path(args.searched), chunk_lengths(stores[0])) if args.searched else None
+        made_from = ({"labels": str(stores[0]), **made_by[0]} if len(stores) == 1
+                     else {"labels": [str(store) for store in stores], "made_by": made_by})
+        made_from["labels_positions"] = len(labels["black"])
         if searched is not None:
             made_from["searched"] = str(args.searched)
         held = train(labels, cfg, args.out, made_from, progress=not args.quiet, egdb=largest_available(),

@@ -220,3 +220,15 @@ def read_labels(store: Path) -> tuple[dict[str, np.ndarray], dict]:
         made_by = {k: v for k, v in json.loads(archive["document"].tobytes()).items() if k != "chunk"}
     parts = [first] + [read_chunk(p, made_by, int(p.stem.split("-")[1])) for p in paths[1:]]
     return {name: np.concatenate([p[name] for p in parts]) for name in COLUMNS}, made_by
+
+
+def read_label_stores(stores: list[Path]) -> tuple[dict[str, np.ndarray], list[dict]]:
+    """Several stores' labels learnt together (read_labels of each, concatenated) and what made each. They
+    must share one teacher: the held-out figures measure the evaluation against it."""
+    parts = [read_labels(store) for store in stores]
+    teachers = {made_by["teacher_sha256"] for _, made_by in parts}
+    if len(teachers) > 1:
+        raise DistilledLabelError(f"{', '.join(map(str, stores))}: labels of {len(teachers)} teachers; learn the "
+                                  f"stores of one teacher together")
+    return ({name: np.concatenate([labels[name] for labels, _ in parts]) for name in COLUMNS},
+            [made_by for _, made_by in parts])

@@ -4,7 +4,8 @@ The target is the side to move's expected score: the teacher's W + D/2, blended 
 the position is an expert game's (`result_weight` of it) and with sigmoid(score) of a search of the position
 where one scored it (`searched_weight` of it: train.learner.distilled_searched, the evaluation learning what a
 search below it sees), and the database's exact value instead wherever the database holds the position. The
-loss is the cross-entropy of sigmoid(logit) against that target. Labels of the dataset's train split are learnt;
+loss is the cross-entropy of sigmoid(logit) against that target. Labels of the dataset's train split are learnt
+(those with more pieces than `database_pieces`: the positions a player's database answers it never evaluates);
 the test split's are held out, and the figures reported on them are the loss against the teacher's own
 expected score (what the distillation can reach) and against the blended target, beside the loss of a constant
 guess; and, given the endgame database, the solved-endgame mistake rate of the evaluation's own choice
@@ -23,11 +24,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from train.learner.distilled_labels import NO_RESULT
+from train.learner.distilled_labels import NO_RESULT, DistilledLabelError
 from train.learner.distilled_searched import NO_SEARCH
 from train.learner.pretrain_dataset import SPLITS
 from zero.distilled.model import DistilledShape, random_eval, save_eval
 from zero.distilled.network import DistilledNet, batch_inputs
+from zero.endgames.egdb import MOST_PIECES
 from zero.run.config import MOST_SEED, MOST_STEPS, MOST_THREADS, check_settings, code_version, setting
 
 
@@ -42,6 +44,9 @@ class DistilledTrainConfig:
     searched_weight: float = setting(0.5, low=0.0, high=1.0)  # share of a search's score, where one is given
     exact: bool = True  # the database's value as the target wherever it holds the position
     walked: bool = True  # learn the random walks' positions too
+    # Positions of at most this many pieces are not learnt: a player with that database answers them in its
+    # search and never evaluates them (6 with the 6-piece one; 0 learns every position).
+    database_pieces: int = setting(0, low=0, high=MOST_PIECES)
     steps: int = setting(6000, low=1, high=MOST_STEPS)
     batch: int = setting(4096, low=1, high=1 << 20)
     lr: float = setting(2e-3, low=0.0, high=1.0)  # Adam, cosine-decayed to zero
@@ -124,7 +129,12 @@ def train(labels: dict[str, np.ndarray], config: DistilledTrainConfig, out: str 
     rng = np.random.default_rng(config.seed)
     teacher, target = targets(labels, config, searched)
     split = labels["split"]
-    train_rows = np.flatnonzero((split == SPLITS.index("train")) & (config.walked | ~labels["walked"]))
+    pieces = np.bitwise_count(labels["black"] | labels["white"])
+    train_rows = np.flatnonzero((split == SPLITS.index("train")) & (config.walked | ~labels["walked"])
+                                & (pieces > config.database_pieces))
+    if len(train_rows) == 0:
+        raise DistilledLabelError(f"no positions to learn in the labels' train split (more than "
+                                  f"{config.database_pieces} pieces{'' if config.walked else ', no walks'})")
     test_rows = np.flatnonzero(split == SPLITS.index("test"))
     shape = DistilledShape(config.accumulator, config.hidden, config.buckets)
     net = DistilledNet.from_eval(random_eval(shape, config.seed))
