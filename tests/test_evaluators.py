@@ -1,4 +1,5 @@
-"""The evaluator cache: the same answers as the evaluator it wraps, fewer calls."""
+"""The evaluator cache: the same answers as the evaluator it wraps, fewer calls. The evaluator whose values
+are a short search's."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from counting import Counting
 from selfplay.tree_search.analysis import analyse
 from selfplay.tree_search.answer_table import WAYS, ReferenceAnswerTable
-from selfplay.tree_search.evaluators import CachedEvaluator, HashEvaluator, gives_plies_left
+from selfplay.tree_search.evaluators import CachedEvaluator, HashEvaluator, SearchedValueEvaluator, gives_plies_left
 from selfplay.tree_search.search import SearchConfig
 from zero.net.encoding import encode
 from zero.rules.game import Game, Position
@@ -20,6 +21,33 @@ def positions(n: int) -> np.ndarray:
         out.append(encode(game.position))
         game.play(game.legal_moves()[len(out) % len(game.legal_moves())])
     return np.stack(out)
+
+
+def test_searched_values_are_the_searchs_of_each_position_and_the_policy_the_wrapped_evaluators():
+    # MCTS leaves valued by a short search (the spec's :distilledN). The planes give the position turned to
+    # the side to move's view; the search of that must be the search of the real position, White to move too.
+    from zero.distilled.model import random_eval
+    from zero.yardsticks.alphabeta_player import DistilledPlayer, Selectivity
+
+    # A plain search: its score at a fixed depth is the minimax's, whatever order the moves come in.
+    searcher = DistilledPlayer(3, evaluation=random_eval(seed=1), selectivity=Selectivity.none())
+    game, real = Game(), []
+    while len(real) < 16:
+        real.append(game.position)
+        game.play(game.legal_moves()[(3 * len(real)) % len(game.legal_moves())])
+    planes = np.stack([encode(position) for position in real])
+    assert {position.black_to_move for position in real} == {True, False}
+    evaluator = SearchedValueEvaluator(HashEvaluator(seed=2), lambda own, opponent, kings: searcher.expected_score(
+        Position(own, opponent, kings, True)))
+    assert gives_plies_left(evaluator)
+    logits, wdl, plies = evaluator.predict(planes)
+    want_logits, _, want_plies = HashEvaluator(seed=2).predict(planes)
+    np.testing.assert_array_equal(logits, want_logits)
+    np.testing.assert_array_equal(plies, want_plies)
+    assert np.all(wdl >= 0) and np.allclose(wdl.sum(axis=1), 1)
+    want = np.array([2 * searcher.expected_score(position) - 1 for position in real])
+    np.testing.assert_allclose(wdl[:, 0] - wdl[:, 2], want, atol=1e-6)
+    assert len(set(np.round(want, 6))) > 8  # the values differ from position to position
 
 
 def test_answers_equal_the_wrapped_evaluators_row_for_row():

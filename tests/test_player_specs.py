@@ -38,6 +38,27 @@ def test_yardstick_specs():
     assert isinstance(make_player("ab2"), Player)
 
 
+def test_the_default_player_is_the_one_every_front_end_plays():
+    # `default` names the player the matches chose; play.engine.Engine (play, serve, analyze, engine, review)
+    # builds the same one: the shipped network, the largest database as exact leaves, the opening book, the
+    # search of a game searched alone. Only the budget differs (the front ends' levels and --time).
+    from selfplay.tree_search.time_manager import GameClock
+
+    player, engine = make_player("default"), Engine.load()
+    assert player.name == "mcts:default:t0+0.1:dbleaves:book" and player.clock == GameClock(0.0, 0.1)
+    assert player.config == engine.search_config and player.config.database_leaves
+    assert player.egdb.max_pieces == engine.egdb.max_pieces
+    assert (player.book.source, len(player.book)) == (engine.book.source, len(engine.book)) and len(engine.book) > 0
+    ours, theirs = player.evaluator.evaluator, engine.evaluator
+    assert ours.precision == theirs.precision
+    assert all(torch.equal(weights, theirs.net.state_dict()[name]) for name, weights in ours.net.state_dict().items())
+    assert make_player("default:t1").seconds == 1.0 and make_player("default:400").simulations == 400
+    assert make_player("default:t0+1").name == "mcts:default:t0+1:dbleaves:book"
+    for bad in ("default:runs/other", "default:tx", "default:400:db"):
+        with pytest.raises(PlayerSpecError, match="'default' takes one budget"):
+            make_player(bad)
+
+
 def test_policy_spec(tiny_checkpoint):
     player = make_player(f"policy:{tiny_checkpoint}")
     assert player.name.startswith("policy")
@@ -173,6 +194,19 @@ def test_a_database_size_in_a_spec_caps_the_database_a_player_uses(tiny_checkpoi
     assert make_player(f"mcts:{tiny_checkpoint}:8:db2").egdb.max_pieces == 2
     for bad in ("mcts:8:db9", "mcts:8:dbleaves1"):
         with pytest.raises(PlayerSpecError, match="2 to 8 pieces"):
+            make_player(bad)
+
+
+def test_a_leaf_search_in_a_spec_values_the_leaves_by_the_distilled_players_search(tiny_checkpoint):
+    from selfplay.tree_search.evaluators import SearchedValueEvaluator
+
+    player = make_player(f"mcts:{tiny_checkpoint}:8:dbleaves3:distilled2")
+    assert player.name.endswith(":8:dbleaves3:distilled2") and player.egdb.max_pieces == 3
+    assert isinstance(player.evaluator.evaluator, SearchedValueEvaluator)
+    assert not isinstance(make_player(f"mcts:{tiny_checkpoint}:8").evaluator.evaluator, SearchedValueEvaluator)
+    for bad, message in (("mcts:8:distilled0", "1 to 64 plies"), ("mcts:8:distilled2:distilled3", "one leaf search"),
+                         ("distilled:4:distilled2", "takes :db"), ("policy:distilled2", "only mcts players")):
+        with pytest.raises(PlayerSpecError, match=message):
             make_player(bad)
 
 

@@ -5,7 +5,8 @@ Any object with `evaluate(planes) -> (policy_logits, wdl)` serves: planes float3
 loss) for the side to move. `zero.net.inference.Evaluator` is the network one; the ones here measure the
 search on its own (uniform), give tests a deterministic position-dependent answer without torch (hash),
 or value material (a simple yardstick that knows nothing about moves). `CachedEvaluator` remembers another
-evaluator's answers by position.
+evaluator's answers by position; `SearchedValueEvaluator` keeps another's policy and values its positions by a
+short search.
 
 An evaluator with a moves-left head says so with a true `plies_left_head` attribute and also answers
 `predict(planes) -> (policy_logits, wdl, plies_left)`, plies_left float32 [N]: the plies to the end of the
@@ -19,12 +20,15 @@ leaves the moves-left utility off: plies of 0 everywhere would make it steer by 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
 
 from selfplay.tree_search.answer_table import AnswerTable, gather_hits, hash_rows, store_answers
-from zero.net.encoding import NUM_ACTIONS, PLANE_OPP_KINGS, PLANE_OPP_MEN, PLANE_OWN_KINGS, PLANE_OWN_MEN
+from zero.net.encoding import (
+    NUM_ACTIONS, PLANE_OPP_KINGS, PLANE_OPP_MEN, PLANE_OWN_KINGS, PLANE_OWN_MEN, planes_board,
+)
 
 
 class PositionEvaluator(Protocol):
@@ -97,6 +101,35 @@ class MaterialEvaluator:
         wdl[:, 2] = np.maximum(-value, 0)
         wdl[:, 1] = 1 - np.abs(value)
         return np.zeros((n, NUM_ACTIONS), dtype=np.float32), wdl
+
+
+class SearchedValueEvaluator:
+    """Another evaluator's policy (and plies left) with the values of a short search of each position: MCTS
+    leaves valued by a shallow alpha-beta over the distilled evaluation (issue 75's MCTS variant; the spec's
+    `:distilledN`). `value(own, opponent, kings)` is the side to move's expected score of a position given as
+    zero.net.encoding.planes_board gives it (own pieces Black, Black to move); the answer spreads it over win,
+    draw and loss as MaterialEvaluator does, so that the search's value (win - loss) is 2 * score - 1."""
+
+    def __init__(self, evaluator: PositionEvaluator, value: Callable[[int, int, int], float]):
+        self.evaluator = evaluator
+        self.value = value
+
+    @property
+    def plies_left_head(self) -> bool:
+        return gives_plies_left(self.evaluator)
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits, wdl, _ = self.predict(planes)
+        return logits, wdl
+
+    def predict(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        if self.plies_left_head:
+            logits, _, plies = self.evaluator.predict(planes)
+        else:
+            (logits, _), plies = self.evaluator.evaluate(planes), None
+        value = np.array([2.0 * self.value(*planes_board(p)) - 1.0 for p in planes], dtype=np.float32)
+        wdl = np.stack([np.maximum(value, 0), 1 - np.abs(value), np.maximum(-value, 0)], axis=1)
+        return logits, wdl, plies
 
 
 # The most positions a cache may hold: 16 GiB of answers (about 4 KB each).

@@ -1,5 +1,9 @@
 """Player specs: the text a command line names a player by, turned into a player for the match engine.
 
+    default[:BUDGET]       the default player: the one the matches chose, which every front end plays (play.engine.Engine
+                           builds the same): today the whole player, mcts:BUDGET:dbleaves:book (DEFAULT_PLAYER), at
+                           the matches' 0.1 s a move on a game clock (t0+0.1) unless BUDGET names another mcts budget
+                           (SIMS, tS or tB+I)
     random                 uniformly random legal moves
     alphabeta:N, abN       alpha-beta over material, N plies deep
     alphabeta:tS           the same on the clock: S seconds a move, by iterative deepening
@@ -37,6 +41,9 @@
     mcts...:book           the experts' main line played at once where the opening book has it
                            (zero.corpus.opening_book: the OCA games' most played move at a position at least 10
                            of them reached in their first 30 plies; built from the OCA file on first use)
+    mcts...:distilledN     its leaves valued by an N-ply search of the distilled player (with the spec's database)
+                           instead of the network's value head, whose policy it keeps (issue 75's MCTS variant:
+                           selfplay.tree_search.evaluators.SearchedValueEvaluator)
     policy...:f32, mcts...:f32
                            the network in float32 instead of its int8 model (on the CPU, where int8 is the
                            default: zero.net.quantized)
@@ -68,7 +75,15 @@ from zero.run.config import MOST_MOVE_SECONDS, ConfigError, with_overrides
 from zero.yardsticks.players import MAX_TIMED_DEPTH, AlphaBetaPlayer, RandomPlayer
 
 DEFAULT_MCTS_SIMULATIONS = 200
-SPEC_HELP = ("random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), classical:N or classical:tS "
+# The player the matches chose: the shipped network's search with the largest endgame database as exact
+# leaves and the opening book. Issue 75's distilled alpha-beta player played level with it (+12 (-4 .. +28)
+# at 0.1 s a move, +11 (-15 .. +37) at 1 s; benchmarks/RESULTS.md), so this stays the default until a
+# match says otherwise. Its budget is the spec's, DEFAULT_BUDGET (the matches' time control) when left out.
+DEFAULT_PLAYER = "mcts:{budget}:dbleaves:book"
+DEFAULT_BUDGET = "t0+0.1"
+SPEC_HELP = ("default[:BUDGET] (the default player, the one every front end plays: " + DEFAULT_PLAYER
+             + f", BUDGET {DEFAULT_BUDGET} when left out), "
+             "random, alphabeta:N (or abN; alphabeta:tS searches S seconds a move), classical:N or classical:tS "
              "(the classical engine: table, quiescence, fitted evaluation), distilled[:FILE]:N or distilled[:FILE]:tS (the same "
              "search over the distilled network evaluation; :db and :book as below), policy[:NET] (raw network policy) or mcts[:NET][:SIMS] (network "
              "search, default 200 simulations; mcts[:NET]:tS searches up to S seconds a move, mcts[:NET]:tB+I on a game clock of B seconds and I more a move); NET is a checkpoint file or a run directory (its best network), "
@@ -83,6 +98,7 @@ T = TypeVar("T", SearchConfig, TimeManager)
 _AB_SHORTHAND = re.compile(r"ab([0-9]+)")
 OPTIONS = ("dbleaves", "db", "f32", "int8raw", "book")  # longest first: "db" also ends "dbleaves"
 _DATABASE_SIZE = re.compile(r"(dbleaves|db)([0-9]+)")
+_LEAF_SEARCH = re.compile(r"distilled([0-9]+)")
 _DIGITS = re.compile(r"[0-9]+")  # str.isdigit also takes digits int() does not read, such as "²"
 PRECISION_OPTIONS = {"f32": "float32", "int8raw": "int8-raw"}  # a spec's option -> Evaluator precision
 
@@ -98,6 +114,8 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
     if shorthand:
         spec = f"alphabeta:{shorthand.group(1)}"
     name, _, args = spec.partition(":")
+    if name == "default":
+        return make_player(default_spec(args), seed, search)
     if name == "random":
         if args:
             raise PlayerSpecError(f"'random' takes no arguments, got {args!r}")
@@ -142,6 +160,8 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         tag = "" if egdb is None else (":dbleaves" if leaves else ":db") + (str(most_pieces) if most_pieces else "")
         tag += ":book" if "book" in options else ""
         tag += precision_tag
+        leaf_depth = next((int(option[len("distilled"):]) for option in options if option.startswith("distilled")), None)
+        tag += "" if leaf_depth is None else f":distilled{leaf_depth}"
         book = _book() if "book" in options else None
         tag += "".join(f":{item}" for item in settings)
         timing = [item for item in settings if item.partition("=")[0].strip() in TIME_MANAGER_SETTINGS]
@@ -166,7 +186,8 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
 
             config = _with_settings(single_game_search(config), settings, spec)
             return NetworkPlayer(f"mcts:{net or 'default'}:t{clock or f'{seconds:g}'}{tag}",
-                                 CachedEvaluator(_evaluator(net, None, precision, SMALL_BATCH_THREADS)), None, config,
+                                 CachedEvaluator(_leaf_values(_evaluator(net, None, precision, SMALL_BATCH_THREADS),
+                                                              leaf_depth, egdb, seed)), None, config,
                                  seconds=seconds, egdb=egdb, clock=clock, book=book,
                                  time_manager=_with_settings(TimeManager(), timing, spec))
         if timing:
@@ -178,9 +199,23 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
         if simulations is None:
             raise PlayerSpecError(f"mcts needs 1 to {MOST_SIMULATIONS:,} simulations a move, got {spec!r}")
         return NetworkPlayer(f"mcts:{net or 'default'}:{simulations}{tag}",
-                             CachedEvaluator(_evaluator(net, None, precision), MATCH_CACHE_POSITIONS), simulations,
+                             CachedEvaluator(_leaf_values(_evaluator(net, None, precision), leaf_depth, egdb, seed),
+                                             MATCH_CACHE_POSITIONS), simulations,
                              _with_settings(config, settings, spec), egdb=egdb, book=book)
     raise PlayerSpecError(f"unknown player {spec!r}; players: {SPEC_HELP}")
+
+
+def default_spec(budget: str = "") -> str:
+    """The spec of the default player searching `budget` (an mcts budget: SIMS, tS or tB+I; DEFAULT_BUDGET when
+    empty)."""
+    budget = budget or DEFAULT_BUDGET
+    on_the_clock = budget.startswith("t") and (_number(budget[1:]) is not None or "+" in budget)
+    if not (_DIGITS.fullmatch(budget) or on_the_clock):
+        # Anything else would be read as the network's name. Another network or database is another player.
+        raise PlayerSpecError(f"'default' takes one budget, simulations or a time (e.g. default:400, default:t1 or "
+                              f"default:t0+1), got {budget!r}; name another player as an mcts spec "
+                              f"({DEFAULT_PLAYER.format(budget='...')})")
+    return DEFAULT_PLAYER.format(budget=budget)
 
 
 def _classical(args: str, seed: int) -> MatchPlayer:
@@ -246,6 +281,27 @@ def _distilled(args: str, seed: int, spec: str) -> MatchPlayer:
     return ClockedSearchPlayer(player, clock)
 
 
+def _leaf_values(network, depth: int | None, egdb, seed: int):
+    """The network's evaluator, or with a depth (:distilledN) one whose values are the distilled player's
+    N-ply searches (its policy still the network's)."""
+    if depth is None:
+        return network
+    from selfplay.tree_search.evaluators import SearchedValueEvaluator
+    from zero.distilled.model import DistilledFileError
+    from zero.rules.game import Position
+    from zero.yardsticks.alphabeta_search import MAX_DEPTH
+    from zero.yardsticks.alphabeta_player import DistilledPlayer
+
+    if not 1 <= depth <= MAX_DEPTH:
+        raise PlayerSpecError(f":distilled{depth}: a leaf search of 1 to {MAX_DEPTH} plies")
+    try:
+        searcher = DistilledPlayer(depth, seed=seed, egdb=egdb)
+    except DistilledFileError as exc:
+        raise PlayerSpecError(str(exc)) from None
+    return SearchedValueEvaluator(network, lambda own, opponent, kings: searcher.expected_score(
+        Position(own, opponent, kings, True)))
+
+
 def _count(text: str, most: int) -> int | None:
     """The whole number 1..most that `text` writes in plain digits; None for any other text. A count is
     bounded as a setting's is (zero.run.config), so that one no machine can hold is refused here, not met by
@@ -301,7 +357,8 @@ def _search_settings(args: str, spec: str) -> tuple[str, list[str]]:
 
 
 def _trailing_options(args: str, spec: str) -> tuple[str, set[str], int]:
-    """A spec's arguments without its trailing options (:db, :dbleaves, :f32, :int8raw, :book, in any order),
+    """A spec's arguments without its trailing options (:db, :dbleaves, :f32, :int8raw, :book, :distilledN, in
+    any order),
     those, and the most pieces of the database they ask for (:dbN, :dbleavesN; 0 where they name none)."""
     options: set[str] = set()
     most_pieces = 0
@@ -315,6 +372,13 @@ def _trailing_options(args: str, spec: str) -> tuple[str, set[str], int]:
         options.add(option)
 
     while True:
+        leaf_search = _LEAF_SEARCH.fullmatch(args.rpartition(":")[2])
+        if leaf_search:
+            if any(option.startswith("distilled") for option in options):
+                raise PlayerSpecError(f"{spec!r}: one leaf search a player")
+            options.add(leaf_search.group(0))
+            args = args[: -len(leaf_search.group(0))].rstrip(":")
+            continue
         sized = _DATABASE_SIZE.fullmatch(args.rpartition(":")[2])
         if sized:
             most_pieces = int(sized.group(2))

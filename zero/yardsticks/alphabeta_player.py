@@ -4,12 +4,14 @@ classical one (zero.yardsticks.classical.ClassicalPlayer, a yardstick) or the di
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from zero.corpus.opening_book import OpeningBook
+from zero.distilled.kernels import SCORE_UNITS
 from zero.distilled.model import DistilledEval, load_eval as load_distilled
 from zero.endgames.egdb import Egdb, no_tables
 from zero.rules.game import Game, Move, Position
@@ -171,3 +173,13 @@ class DistilledPlayer(AlphaBetaSearchPlayer):
         super().__init__("distilled", None, evaluation.arrays, depth, seed, seconds, egdb, tt_bits, use_tt,
                          use_ordering, book, selectivity if selectivity is not None else Selectivity())
         self.evaluation = evaluation
+
+    def expected_score(self, pos: Position) -> float:
+        """The side to move's expected score by this player's search of `pos`: the sigmoid of its score's
+        logit, 1 or 0 for a proven result (and 0 with no move to play)."""
+        if not pos.legal_moves():
+            return 0.0
+        _move, score, _nodes = self.search(pos)
+        if abs(score) > ab.WIN_THRESHOLD:
+            return float(score > 0)
+        return 1.0 / (1.0 + math.exp(-score / SCORE_UNITS))
