@@ -85,6 +85,13 @@ class HashEvaluator:
         return logits, wdl, plies
 
 
+def value_wdl(value: np.ndarray) -> np.ndarray:
+    """Win, draw and loss (float32 [N, 3]) of values in [-1, 1] for evaluators that know only a value: win - loss
+    is the value, the rest a draw."""
+    value = np.asarray(value, dtype=np.float32)
+    return np.stack([np.maximum(value, 0), 1 - np.abs(value), np.maximum(-value, 0)], axis=1)
+
+
 class MaterialEvaluator:
     """Uniform policy; the value leans toward the side with more material (a king counts 1.5 men)."""
 
@@ -95,12 +102,7 @@ class MaterialEvaluator:
         n = planes.shape[0]
         own = planes[:, PLANE_OWN_MEN].sum(axis=(1, 2)) + 1.5 * planes[:, PLANE_OWN_KINGS].sum(axis=(1, 2))
         opp = planes[:, PLANE_OPP_MEN].sum(axis=(1, 2)) + 1.5 * planes[:, PLANE_OPP_KINGS].sum(axis=(1, 2))
-        value = np.tanh(self.scale * (own - opp))
-        wdl = np.zeros((n, 3), dtype=np.float32)
-        wdl[:, 0] = np.maximum(value, 0)
-        wdl[:, 2] = np.maximum(-value, 0)
-        wdl[:, 1] = 1 - np.abs(value)
-        return np.zeros((n, NUM_ACTIONS), dtype=np.float32), wdl
+        return np.zeros((n, NUM_ACTIONS), dtype=np.float32), value_wdl(np.tanh(self.scale * (own - opp)))
 
 
 class SearchedValueEvaluator:
@@ -108,7 +110,7 @@ class SearchedValueEvaluator:
     leaves valued by a shallow alpha-beta over the distilled evaluation (issue 75's MCTS variant; the spec's
     `:distilledN`). `value(own, opponent, kings)` is the side to move's expected score of a position given as
     zero.net.encoding.planes_board gives it (own pieces Black, Black to move); the answer spreads it over win,
-    draw and loss as MaterialEvaluator does, so that the search's value (win - loss) is 2 * score - 1."""
+    draw and loss (value_wdl), so that the search's value (win - loss) is 2 * score - 1."""
 
     def __init__(self, evaluator: PositionEvaluator, value: Callable[[int, int, int], float]):
         self.evaluator = evaluator
@@ -127,9 +129,7 @@ class SearchedValueEvaluator:
             logits, _, plies = self.evaluator.predict(planes)
         else:
             (logits, _), plies = self.evaluator.evaluate(planes), None
-        value = np.array([2.0 * self.value(*planes_board(p)) - 1.0 for p in planes], dtype=np.float32)
-        wdl = np.stack([np.maximum(value, 0), 1 - np.abs(value), np.maximum(-value, 0)], axis=1)
-        return logits, wdl, plies
+        return logits, value_wdl(np.array([2.0 * self.value(*planes_board(p)) - 1.0 for p in planes])), plies
 
 
 # The most positions a cache may hold: 16 GiB of answers (about 4 KB each).
