@@ -3,6 +3,8 @@ updated move by move against one recomputed, and its file."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 import torch
@@ -109,3 +111,67 @@ def test_a_saved_evaluation_loads_as_it_was_and_damage_is_refused(tmp_path):
     save_eval(type(evaluation)(evaluation.shape, weights), tmp_path / "big.npz")
     with pytest.raises(DistilledFileError, match="accumulator"):
         load_eval(tmp_path / "big.npz")
+
+
+def _archive_with(path, evaluation, name: str, *parts: bytes) -> None:
+    """An evaluation file whose `name` member is the given .npy bytes (deflated), the rest as save_eval writes."""
+    import zipfile
+
+    save_eval(evaluation, path.with_name("sound.npz"))
+    with zipfile.ZipFile(path.with_name("sound.npz")) as sound, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+        for info in sound.infolist():
+            if info.filename != f"{name}.npy":
+                out.writestr(info.filename, sound.read(info))
+        with out.open(f"{name}.npy", "w", force_zip64=True) as member:
+            for part in parts:
+                member.write(part)
+
+
+def test_an_evaluation_file_that_is_no_file_or_a_zip_bomb_is_refused_in_one_line_without_reading_it(tmp_path):
+    import os
+    import threading
+    import tracemalloc
+
+    evaluation = random_eval(SHAPES[0], seed=1)
+    os.mkfifo(tmp_path / "fifo.npz")
+    (tmp_path / "zero.npz").symlink_to("/dev/zero")
+    cases = {"fifo.npz": "not a regular file", "zero.npz": "a symbolic link, not a file",
+             "/etc/passwd": "not a numpy archive"}
+    for name, said in cases.items():
+        outcome = []
+        # a FIFO read blocks for ever: the load runs beside the test, which fails rather than hangs
+        worker = threading.Thread(target=lambda: outcome.append(_refusal(tmp_path / name)), daemon=True)
+        worker.start()
+        worker.join(10)
+        assert outcome, f"{name}: load_eval still reading after 10 s"
+        assert said in outcome[0] and "unsafely" not in outcome[0] and "\n" not in outcome[0], outcome[0]
+    # w1's header declares 4 TiB in a file of a few hundred bytes
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (1 << 40,)})
+    _archive_with(tmp_path / "huge.npz", evaluation, "w1", header.getvalue())
+    assert "declares" in _refusal(tmp_path / "huge.npz")
+    # w2 unpacks to 256 MB (of zeros) from a file under 1 MB: refused before it is decompressed
+    sound_w2 = io.BytesIO()
+    np.save(sound_w2, evaluation.weights["w2"])
+    _archive_with(tmp_path / "bomb.npz", evaluation, "w2", sound_w2.getvalue(), *[bytes(1 << 20)] * 256)
+    assert (tmp_path / "bomb.npz").stat().st_size < 1 << 20
+    tracemalloc.start()
+    said = _refusal(tmp_path / "bomb.npz")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert "declares" in said and peak < 32 << 20, (said, peak)
+
+
+def _refusal(path) -> str:
+    with pytest.raises(DistilledFileError) as info:
+        load_eval(path)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("name, scale", [("w4", 1e30), ("b3", 1e30), ("w2", 0.0), ("w4", 0.0)])
+def test_every_layers_weights_are_bounded_and_none_all_zero(tmp_path, name, scale):
+    evaluation = random_eval(SHAPES[0], seed=2)
+    weights = dict(evaluation.weights, **{name: (evaluation.weights[name] * scale).astype(np.float32)})
+    save_eval(type(evaluation)(evaluation.shape, weights), tmp_path / "odd.npz")
+    said = _refusal(tmp_path / "odd.npz")
+    assert f"weight {name}" in said and ("all zeros" in said if scale == 0 else "exceeds" in said), said

@@ -66,8 +66,10 @@ def test_a_damaged_or_foreign_chunk_is_refused_in_one_line(data, teacher, monkey
         dl.read_labels(store)
     assert "\n" not in str(info.value)
     chunk.write_bytes((store / "chunk-00000.npz").read_bytes())  # another chunk's labels under this name
-    with pytest.raises(dl.DistilledLabelError, match="other settings or another place"):
+    with pytest.raises(dl.DistilledLabelError, match="changed since its store was made"):
         dl.read_labels(store)
+    with pytest.raises(dl.DistilledLabelError, match="changed since its store was made"):
+        dl.label(data, teacher, dl.DistilledLabelConfig(walk_plies=2, batch=64, threads=1), None, progress=False)
 
 
 def test_stores_of_one_teacher_are_learnt_together_and_another_teachers_refused(data, teacher, monkeypatch,
@@ -168,7 +170,7 @@ def test_search_scores_are_made_once_per_chunk_equal_the_players_search_and_are_
     assert chunks[1].read_bytes() == lost and [p.stat().st_mtime_ns for p in chunks[2:]] == stamps[2:]
 
     labels, _ = dl.read_labels(store)
-    scores = ds.read_searched(searched, dl.chunk_lengths(store))
+    scores = ds.read_searched(searched, store)
     lengths = [n for _, n in dl.chunk_lengths(store)]
     rows_scored = np.concatenate([offset + np.arange(0, n, 5) for offset, n in zip(np.cumsum([0] + lengths), lengths)])
     assert np.array_equal(np.flatnonzero(scores != ds.NO_SEARCH), rows_scored)
@@ -186,7 +188,7 @@ def test_search_scores_are_made_once_per_chunk_equal_the_players_search_and_are_
 
     chunks[2].write_bytes(chunks[0].read_bytes())  # another chunk's scores under this name
     with pytest.raises(dl.DistilledLabelError, match="chunk-00002.npz") as info:
-        ds.read_searched(searched, dl.chunk_lengths(store))
+        ds.read_searched(searched, store)
     assert "\n" not in str(info.value)
 
 
@@ -196,3 +198,100 @@ def test_a_won_or_lost_search_score_is_learnt_as_near_certain_and_others_kept():
 
     assert decided(WIN_SCORE - 12) == DECIDED_SCORE and decided(-(WIN_SCORE - 3)) == -DECIDED_SCORE
     assert decided(-1234) == -1234 and decided(20_000) == DECIDED_SCORE
+
+
+def test_a_store_knows_its_chunks_and_is_refused_missing_changed_or_given_twice(data, teacher, monkeypatch):
+    import os
+
+    monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
+    config = dl.DistilledLabelConfig(walk_plies=1, batch=64, threads=1)
+    store = dl.label(data, teacher, config, None, progress=False)
+    middle = store / "chunk-00001.npz"
+    sound = middle.read_bytes()
+    made_by = dl.read_labels(store)[1]
+
+    def refused(attempt) -> str:
+        with pytest.raises(dl.DistilledLabelError) as info:
+            attempt()
+        assert "\n" not in str(info.value)
+        return str(info.value)
+
+    middle.unlink()  # a middle chunk lost: its labels would be missing from train and test alike
+    assert "chunk-00001.npz: missing" in refused(lambda: dl.read_labels(store))
+    cols = dl.read_chunk(store / "chunk-00002.npz", None, 2)
+    dl.write_chunk(middle, made_by, 1, {**cols})  # sound in itself, but not the chunk its store made
+    assert "changed since its store was made" in refused(lambda: dl.read_labels(store))
+    for damage in ("fifo", "link"):
+        middle.unlink()
+        os.mkfifo(middle) if damage == "fifo" else middle.symlink_to("/dev/zero")
+        said = refused(lambda: dl.label(data, teacher, config, None, progress=False))  # no hang, no "labels in"
+        assert "chunk-00001.npz" in said and ("not a regular file" in said or "symbolic link" in said), said
+    middle.unlink()
+    middle.write_bytes(sound)
+    assert len(dl.read_label_stores([store])[0]["black"]) == sum(n for _, n in dl.chunk_lengths(store))
+    assert "given twice" in refused(lambda: dl.read_label_stores([store, store]))
+    assert "given twice" in refused(lambda: dl.read_label_stores([store, store.parent / ".." / store.parent.name
+                                                                  / store.name]))
+
+
+def test_one_writer_at_a_time_per_store(data, teacher, monkeypatch):
+    monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
+    config = dl.DistilledLabelConfig(walk_plies=1, batch=64, threads=1)
+    store = dl.label(data, teacher, config, None, progress=False)
+    lock = dl.take_store_lock(store)  # as another labeller running now would hold it
+    try:
+        with pytest.raises(dl.DistilledLabelError, match="another process is writing it"):
+            dl.label(data, teacher, config, None, progress=False)
+    finally:
+        lock.close()
+    assert dl.label(data, teacher, config, None, progress=False) == store
+
+
+def test_search_scores_name_their_label_store_and_another_stores_are_refused(data, teacher, monkeypatch, tmp_path):
+    from train.learner import distilled_searched as ds
+    from zero.distilled.model import DistilledShape, save_eval
+
+    monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
+    one = dl.label(data, teacher, dl.DistilledLabelConfig(walk_plies=7, batch=64, threads=1), None, progress=False)
+    other = dl.label(data, teacher, dl.DistilledLabelConfig(walk_plies=8, batch=64, threads=1), None, progress=False)
+    evaluation = tmp_path / "eval.npz"
+    save_eval(random_eval(DistilledShape(accumulator=8, hidden=4), seed=3), evaluation)
+    searched = ds.search_label(one, evaluation, depth=1, every=50, workers=1, progress=False)
+    assert (ds.read_searched(searched, one) != ds.NO_SEARCH).any()
+    with pytest.raises(dl.DistilledLabelError, match="search scores of the label store") as info:
+        ds.read_searched(searched, other)
+    assert str(one.name) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_distilled_train_checks_its_destination_first_and_replaces_the_shipped_file_only_when_told(
+        data, teacher, monkeypatch, tmp_path, capsys):
+    # Before: `distilled train --out checkpoints/distilled.npz` replaced the tracked file without a word, and a
+    # bad --out was found only after the whole training (a traceback for a path under a file or in /proc).
+    from play.cli.main import main
+    from train.learner import distilled_training
+    from zero.distilled import model
+
+    monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
+    store = dl.label(data, teacher, dl.DistilledLabelConfig(walk_plies=1, batch=64, threads=1), None, progress=False)
+    shipped = tmp_path / "checkpoints" / "distilled.npz"
+    shipped.parent.mkdir()
+    save_eval_file = random_eval(model.DistilledShape(accumulator=8, hidden=4), seed=1)
+    model.save_eval(save_eval_file, shipped)
+    monkeypatch.setattr(model, "DEFAULT_DISTILLED", shipped)
+    real_train = distilled_training.train
+    trained = []
+    monkeypatch.setattr(distilled_training, "train", lambda *a, **k: trained.append(1) or real_train(*a, **k))
+    small = ["--set", "accumulator=8", "--set", "hidden=4", "--set", "steps=1", "--set", "batch=16",
+             "--set", "threads=1", "--quiet"]
+    (tmp_path / "a-file").write_text("")
+    before = shipped.read_bytes()
+    capsys.readouterr()
+    for out, said in [(shipped, "--force to replace it"), (tmp_path, "a directory"),
+                      (tmp_path / "a-file" / "x.npz", "a file stands where its folder"),
+                      (Path("/proc/x.npz"), "cannot write /proc/x.npz")]:
+        assert main(["distilled", "train", "--labels", str(store), "--out", str(out), *small]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and said in err, err
+    assert not trained and shipped.read_bytes() == before
+    assert main(["distilled", "train", "--labels", str(store), "--out", str(shipped), "--force", *small]) == 0
+    assert trained and shipped.read_bytes() != before and model.load_eval(shipped).shape.hidden == 4

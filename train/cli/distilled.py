@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from zero.run.config import ConfigError, add_config_arguments
@@ -42,17 +43,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     tr.add_argument("--labels", required=True, action="append", metavar="STORE",
                     help="a label store written by `distilled label`; repeat it to learn several stores together "
                          "(say, the OCA games' and the player's own games')")
-    tr.add_argument("--out", required=True, help="the evaluation file to write, e.g. runs/distilled.npz")
+    tr.add_argument("--out", required=True, help="the evaluation file to write, e.g. runs/distilled.npz "
+                                                 "(checkpoints/distilled.npz, the shipped one, only with --force)")
+    tr.add_argument("--force", action="store_true",
+                    help="replace checkpoints/distilled.npz, the evaluation every distilled: player loads")
     tr.add_argument("--searched", default=None, metavar="DIR",
                     help="search scores of the labels (`distilled search`; one --labels store), blended in by "
                          "searched_weight")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_arguments(tr)
+    lp = sub.add_parser("loop", help="generations of the distilled player learning from its own games (resumable)",
+                        description="Cycles of self-play by the alpha-beta player at a fixed depth into the "
+                                    "run's replay store, a candidate evaluation trained on its newest games, and "
+                                    "an SPRT gate against the best at a bullet budget confirmed at 0.1 s a move; "
+                                    "the winner becomes the run's best (train/loop/distilled_loop.py). Ctrl-C "
+                                    "stops it; the same command resumes it. Settings: docs/distilled-loop.md.")
+    lp.add_argument("--run", required=True, help="the run directory (made on the first start)")
+    lp.add_argument("--cycles", type=int, default=None, help="cycles to run now (default: the config's, 0 = until "
+                                                             "stopped)")
+    add_config_arguments(lp)
+
+
+def destination_problem(out: Path, force: bool) -> str | None:
+    """Why the evaluation cannot be written to `out`, said before the training it would lose (None: it can):
+    the shipped evaluation without --force, a directory, a folder that is a file or cannot be made or written."""
+    from zero.distilled.model import DEFAULT_DISTILLED
+
+    if not force and out.resolve() == DEFAULT_DISTILLED.resolve() and DEFAULT_DISTILLED.exists():
+        # The tracked file: every distilled: player would play whatever a trial training wrote, without a word.
+        return (f"{DEFAULT_DISTILLED} is the evaluation every distilled: player loads; give another --out, or "
+                f"--force to replace it")
+    if out.is_dir():
+        return f"{out}: a directory, not an evaluation file"
+    folder = out.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        # A file made and dropped there: the one test that every place a write can fail (/proc, a read-only
+        # or full disk, permissions) answers as the write would.
+        tempfile.TemporaryFile(dir=folder).close()
+    except (FileExistsError, NotADirectoryError):
+        return f"cannot write {out}: a file stands where its folder {folder} would be"
+    except OSError as exc:
+        return f"cannot write {out}: {exc.strerror or exc}"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     from train.learner.distilled_labels import (
-        DistilledLabelConfig, DistilledLabelError, chunk_lengths, label, read_label_stores)
+        DistilledLabelConfig, DistilledLabelError, label, read_label_stores)
     from train.learner.distilled_searched import read_searched, search_label
     from train.learner.distilled_training import DistilledTrainConfig, train
     from train.learner.pretrain_dataset import DatasetError, PretrainDataset
@@ -60,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     from zero.net.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
     from zero.run.config import load_config
 
+    if args.distilled_command == "loop":
+        return _loop(args)
     try:
         if args.distilled_command == "label":
             from zero.endgames.egdb_build import largest_available
@@ -77,11 +117,15 @@ def run(args: argparse.Namespace) -> int:
         from zero.endgames.egdb_build import largest_available
 
         cfg = load_config(DistilledTrainConfig, args.config, args.overrides)
+        problem = destination_problem(Path(args.out), args.force)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
         stores = [Path(store) for store in args.labels]
         if args.searched and len(stores) > 1:
             raise DistilledLabelError(f"--searched scores the labels of one store, and {len(stores)} are given")
         labels, made_by = read_label_stores(stores)
-        searched = read_searched(Path(args.searched), chunk_lengths(stores[0])) if args.searched else None
+        searched = read_searched(Path(args.searched), stores[0]) if args.searched else None
         made_from = ({"labels": str(stores[0]), **made_by[0]} if len(stores) == 1
                      else {"labels": [str(store) for store in stores], "made_by": made_by})
         made_from["labels_positions"] = len(labels["black"])
@@ -99,3 +143,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"solved-endgame mistakes of its one-ply choice: {held.extra['endgame_mistake_rate']:.2%} of "
               f"{held.extra['endgame_moves_judged']:,} database moves with a choice")
     return 0
+
+
+def _loop(args: argparse.Namespace) -> int:
+    import logging
+
+    from selfplay.replay.replay_buffer import ReplayError
+    from train.learner.distilled_labels import DistilledLabelError
+    from train.loop.distilled_loop import resolve_config, run_distilled_loop
+    from zero.distilled.model import DistilledFileError
+    from zero.run.rundir import RunDir, RunDirError
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    try:
+        cfg = resolve_config(RunDir(args.run), args.config, args.overrides + (
+            [f"cycles={args.cycles}"] if args.cycles is not None else []))
+        return run_distilled_loop(Path(args.run), cfg)
+    except (ConfigError, ValueError, DistilledFileError, DistilledLabelError, ReplayError, RunDirError,
+            RuntimeError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

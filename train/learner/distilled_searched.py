@@ -23,7 +23,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from train.learner.distilled_labels import DistilledLabelError, chunk_path, read_chunk, write_chunk
+from train.learner.distilled_labels import (
+    DistilledLabelError, chunk_lengths, chunk_path, read_archive, read_chunk, read_labels, recorded_chunks,
+    take_store_lock, write_chunk)
 from zero.run.config import file_sha256
 from zero.yardsticks.alphabeta_search import WIN_THRESHOLD
 
@@ -46,13 +48,6 @@ def store_path(label_store: Path, made_by: dict) -> Path:
     return label_store / f"searched-{made_by['evaluation_sha256'][:12]}-d{made_by['depth']}-e{made_by['every']}-{key}"
 
 
-def _label_chunks(label_store: Path) -> list[tuple[int, Path]]:
-    paths = sorted(label_store.glob("chunk-*.npz"))
-    if not paths:
-        raise DistilledLabelError(f"{label_store}: no label chunks (make them: checkers-zero distilled label)")
-    return [(int(p.stem.split("-")[1]), p) for p in paths]
-
-
 def decided(score: int) -> int:
     """A search score as learnt: wins and losses (beyond any evaluation) set to +-DECIDED_SCORE."""
     if abs(score) > WIN_THRESHOLD:
@@ -72,12 +67,12 @@ def _start_worker(evaluation: str, depth: int, egdb_pieces: int) -> None:
                                         egdb=largest_available(most=egdb_pieces))
 
 
-def _score_chunk(task: tuple[str, int, str, dict]) -> int:
+def _score_chunk(task: tuple[str, int, str, dict, str]) -> int:
     """Score label chunk c's chosen rows and write them; returns c."""
     from zero.rules.game import Position
 
-    label_path, c, out, made_by = task
-    labels = read_chunk(Path(label_path), None, c)
+    label_path, c, out, made_by, sha256 = task
+    labels = read_chunk(Path(label_path), None, c, sha256)
     rows = np.arange(0, len(labels["black"]), made_by["every"], dtype=np.int32)
     scores = np.empty(len(rows), np.int32)
     player = _worker["player"]
@@ -102,38 +97,44 @@ def search_label(label_store: Path, evaluation: Path, depth: int, every: int, wo
     load_eval(evaluation)  # a file that is no evaluation is refused here in one line, not in every worker
     pieces = int(largest_available().tables.max_pieces)
     made_by = identity(label_store, evaluation, depth, every, pieces)
-    chunks = _label_chunks(label_store)
+    read_labels(label_store)  # a damaged store is refused in one line here, not in every worker
+    chunks = [(c, entry["sha256"]) for c, entry in enumerate(recorded_chunks(label_store))]
     store = store_path(label_store, made_by)
     store.mkdir(exist_ok=True)
-    tasks = [(str(path), c, str(chunk_path(store, c)), made_by) for c, path in chunks
-             if not chunk_path(store, c).exists()]
-    if tasks:
-        with ProcessPoolExecutor(workers, initializer=_start_worker, initargs=(str(evaluation), depth, pieces)) as pool:
-            for _ in tqdm(pool.map(_score_chunk, tasks), total=len(tasks), desc=f"searching {store.name}",
-                          unit="chunk", disable=not progress):
-                pass
+    lock = take_store_lock(store)
+    try:
+        tasks = [(str(chunk_path(label_store, c)), c, str(chunk_path(store, c)), made_by, sha256)
+                 for c, sha256 in chunks if not chunk_path(store, c).exists()]
+        if tasks:
+            with ProcessPoolExecutor(workers, initializer=_start_worker,
+                                     initargs=(str(evaluation), depth, pieces)) as pool:
+                for _ in tqdm(pool.map(_score_chunk, tasks), total=len(tasks), desc=f"searching {store.name}",
+                              unit="chunk", disable=not progress):
+                    pass
+    finally:
+        lock.close()
     return store
 
 
-def read_searched(store: Path, labels_per_chunk: list[tuple[int, int]]) -> np.ndarray:
-    """The search score of every label (in read_labels' order, the chunks' lengths given as (chunk, rows)),
-    NO_SEARCH where the store scored none; each chunk checked against the store's first."""
+def read_searched(store: Path, label_store: Path) -> np.ndarray:
+    """The search score of every label of `label_store` (in read_labels' order), NO_SEARCH where the store
+    scored none; scores of another label store are refused, and each chunk is checked against the store's
+    first."""
+    labels_per_chunk = chunk_lengths(label_store)
     out = np.full(sum(n for _, n in labels_per_chunk), NO_SEARCH, np.int32)
     made_by = None
     offset = 0
     for c, n in labels_per_chunk:
         path = chunk_path(store, c)
-        if path.exists():
-            try:
-                with np.load(path, allow_pickle=False) as archive:
-                    doc = json.loads(archive["document"].tobytes())
-                    rows, scores = archive["row"], archive["score"]
-            except Exception as exc:  # numpy and zipfile raise many kinds for a damaged archive
-                raise DistilledLabelError(f"{path}: unreadable chunk of search scores ({type(exc).__name__}); "
-                                          f"delete it to search it again") from None
-            this = {k: v for k, v in doc.items() if k != "chunk"} if isinstance(doc, dict) else None
+        if path.exists() or path.is_symlink():
+            _, doc, cols = read_archive(path, "chunk of search scores", "search it again")
+            rows, scores = cols.get("row", np.zeros(0)), cols.get("score", np.zeros(1))
+            this = {k: v for k, v in doc.items() if k != "chunk"}
+            if this.get("labels") != label_store.name:
+                raise DistilledLabelError(f"{store}: search scores of the label store {this.get('labels')!r}, not of "
+                                          f"{label_store}")
             made_by = made_by or this
-            if (not isinstance(doc, dict) or doc.get("chunk") != c or this != made_by or rows.shape != scores.shape
+            if (doc.get("chunk") != c or this != made_by or rows.shape != scores.shape
                     or (len(rows) and (rows.min() < 0 or rows.max() >= n))):
                 raise DistilledLabelError(f"{path}: a chunk of search scores of other labels or settings; delete "
                                           f"it to search it again")

@@ -6,9 +6,11 @@ to whole multiples of 1/QA (int16), the dense layers as float32. The torch twin 
 
 The file (`checkpoints/distilled.npz` for the shipped one) is a numpy archive without pickles: the float
 weights, and a JSON document of the format, the shape and how the evaluation was made (the teacher network's
-sha256, the labels, the command, the held-out figures). Loading checks the format, the shapes against the
-document, that every weight is finite and that W1 and B1 lie in the range the int16 accumulator holds, and
-refuses anything else with one line naming the file (DistilledFileError). It is written to a temporary name
+sha256, the labels, the command, the held-out figures). Loading opens it as a regular file (no link
+followed: a FIFO or a /dev/zero link is refused, not read), reads each array within the size its shape in the
+document allows (a zip bomb is refused before it decompresses), checks the format, the shapes, that every
+weight is finite, no layer's weights all zero, W1 and B1 in the range the int16 accumulator holds and the dense
+layers within MAX_DENSE, and refuses anything else with one line naming the file (DistilledFileError). It is written to a temporary name
 and renamed.
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import io
 import json
-import zipfile
+import math
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -24,13 +26,17 @@ from pathlib import Path
 import numpy as np
 
 from zero.distilled import kernels as dk
-from zero.run.config import atomic_write_bytes
+from zero.run.config import BoundedArchive, UnusableFile, atomic_write_bytes, open_regular
 from zero.run.data import REPOSITORY
 
 DEFAULT_DISTILLED = REPOSITORY / "checkpoints" / "distilled.npz"
 FILE_FORMAT = "checkers-zero-distilled-eval"
 FILE_VERSION = 1
 WEIGHTS = ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")
+MOST_DOCUMENT = 1 << 20  # bytes of the JSON document: how it was made, a few kilobytes
+# The dense layers' weights and biases are bounded too: a layer of huge finite weights turns every score into
+# a win or a loss, and the float32 sums above it toward inf. Trained ones stay within a few units.
+MAX_DENSE = 100.0
 
 
 class DistilledFileError(ValueError):
@@ -99,42 +105,49 @@ def load_eval(path: str | Path | None = None) -> DistilledEval:
     """The evaluation in `path` (default: the shipped one), validated (module doc)."""
     path = Path(path) if path is not None else DEFAULT_DISTILLED
     try:
-        loaded = np.load(path, allow_pickle=False)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise ValueError("a single array, not an archive")
-        with loaded as archive:
-            contents = {name: archive[name] for name in archive.files}
+        with open_regular(path) as file:
+            archive = BoundedArchive(file)
+            doc = json.loads(archive.array("document", MOST_DOCUMENT).tobytes()) \
+                if "document" in archive.names else None
+            if not isinstance(doc, dict) or doc.get("format") != FILE_FORMAT:
+                raise DistilledFileError(f"{path}: not a distilled evaluation file (no document of one)")
+            if doc.get("version") != FILE_VERSION:
+                raise DistilledFileError(f"{path}: format version {doc.get('version')!r}, this code reads "
+                                         f"{FILE_VERSION}")
+            try:
+                shape = DistilledShape(**doc["shape"])
+                if not all(type(v) is int and 1 <= v <= 4096 for v in asdict(shape).values()) or shape.buckets > 24:
+                    raise TypeError
+            except (KeyError, TypeError):
+                raise DistilledFileError(f"{path}: its shape {doc.get('shape')!r} is not one this code can run") \
+                    from None
+            weights = {}
+            for name, dims in shape.shapes().items():
+                # The document's shape bounds what is read: no member is decompressed beyond its weight's size.
+                array = archive.array(name, 4 * math.prod(dims)) if name in archive.names else None
+                if array is None or array.shape != dims or array.dtype != np.float32:
+                    raise DistilledFileError(f"{path}: weight {name} should be float32 {dims}, "
+                                             f"got {None if array is None else (array.dtype, array.shape)}")
+                weights[name] = array
     except FileNotFoundError:
         raise DistilledFileError(f"{path}: no distilled evaluation file (make one: checkers-zero distilled train)") \
             from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+    except UnusableFile as exc:
+        raise DistilledFileError(f"{path}: not a distilled evaluation file ({exc})") from None
+    except (OSError, ValueError) as exc:
         raise DistilledFileError(f"{path}: not a readable distilled evaluation file "
                                  f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
-    try:
-        doc = json.loads(contents.pop("document").tobytes())
-    except (KeyError, ValueError):
-        raise DistilledFileError(f"{path}: not a distilled evaluation file (no readable document)") from None
-    if not isinstance(doc, dict) or doc.get("format") != FILE_FORMAT:
-        raise DistilledFileError(f"{path}: not a distilled evaluation file")
-    if doc.get("version") != FILE_VERSION:
-        raise DistilledFileError(f"{path}: format version {doc.get('version')!r}, this code reads {FILE_VERSION}")
-    try:
-        shape = DistilledShape(**doc["shape"])
-        if not all(type(v) is int and 1 <= v <= 4096 for v in asdict(shape).values()) or shape.buckets > 24:
-            raise TypeError
-    except (KeyError, TypeError):
-        raise DistilledFileError(f"{path}: its shape {doc.get('shape')!r} is not one this code can run") from None
-    weights = {}
-    for name, dims in shape.shapes().items():
-        array = contents.get(name)
-        if array is None or array.shape != dims or array.dtype != np.float32:
-            raise DistilledFileError(f"{path}: weight {name} should be float32 {dims}, "
-                                     f"got {None if array is None else (array.dtype, array.shape)}")
+    for name, array in weights.items():
         if not np.isfinite(array).all():
             raise DistilledFileError(f"{path}: weight {name} is not finite everywhere")
-        weights[name] = array
+        if not array.any() and name.startswith("w"):
+            raise DistilledFileError(f"{path}: weight {name} is all zeros (no evaluation learns that)")
     if np.abs(weights["w1"]).max() > dk.MAX_W1 or np.abs(weights["b1"]).max() > dk.MAX_B1:
         raise DistilledFileError(f"{path}: its first layer exceeds what the int16 accumulator holds "
                                  f"(|W1| <= {dk.MAX_W1}, |B1| <= {dk.MAX_B1})")
+    for name in WEIGHTS[2:]:
+        if np.abs(weights[name]).max() > MAX_DENSE:
+            raise DistilledFileError(f"{path}: weight {name} exceeds {MAX_DENSE:g} in size (|{name}| is "
+                                     f"{np.abs(weights[name]).max():.3g}): no trained evaluation has such weights")
     meta = {k: v for k, v in doc.items() if k not in ("format", "version", "shape")}
     return DistilledEval(shape, weights, meta)

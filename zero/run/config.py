@@ -27,9 +27,12 @@ import sys
 import time
 import tomllib
 import typing
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import tomli_w
 
 from zero.run.data import REPOSITORY
@@ -369,10 +372,10 @@ class UnusableFile(Exception):
     message says why."""
 
 
-def read_bounded(path: Path, limit: int, what: str) -> bytes:
-    """The bytes of the regular file at path, at most `limit` of them (the most that `what`, the file's kind,
-    can hold). A derived or downloaded file is anyone's file: no link is followed, so no FIFO blocks the read
-    and no /dev/zero fills the memory. Raises FileNotFoundError when there is none, UnusableFile otherwise."""
+def open_regular(path: Path) -> typing.BinaryIO:
+    """The regular file at path, opened for reading with no link followed: a derived or downloaded file is
+    anyone's file, and so no FIFO blocks the read and no /dev/zero fills the memory. Raises FileNotFoundError
+    when there is none, UnusableFile otherwise."""
     try:
         # O_NONBLOCK: opening a FIFO waits for a writer otherwise, before fstat could refuse it.
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -384,11 +387,58 @@ def read_bounded(path: Path, limit: int, what: str) -> bytes:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise UnusableFile("not a regular file")
-    with os.fdopen(fd, "rb") as file:
+    return os.fdopen(fd, "rb")
+
+
+def read_bounded(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of the regular file at path (open_regular), at most `limit` of them (the most that `what`, the
+    file's kind, can hold). Raises FileNotFoundError when there is none, UnusableFile otherwise."""
+    with open_regular(path) as file:
         data = file.read(limit + 1)
     if len(data) > limit:
         raise UnusableFile(f"larger than {what} can be ({limit} bytes)")
     return data
+
+
+class BoundedArchive:
+    """A numpy archive (.npz, as np.savez writes it) of anyone's, read an array at a time within a bound the
+    reader gives: np.load decompresses a member whatever size it declares (8 GiB from an 8 MB zip bomb) and
+    reads pickles' hints into its messages. Raises UnusableFile for what is no such archive."""
+
+    def __init__(self, file: typing.BinaryIO) -> None:
+        try:
+            self._zip = zipfile.ZipFile(file)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+            raise UnusableFile("not a numpy archive (no zip directory)") from None
+        self.names = [n[:-4] for n in self._zip.namelist() if n.endswith(".npy")]
+
+    def array(self, name: str, most_bytes: int) -> np.ndarray:
+        """Member `name`, refused unless it is a plain array (no objects) of at most `most_bytes` of data; the
+        bound is checked on the sizes the archive and the array's header declare, before any data is read."""
+        try:
+            info = self._zip.getinfo(f"{name}.npy")
+        except KeyError:
+            raise UnusableFile(f"no array {name!r} in it") from None
+        # The header is a few hundred bytes; the zip stops decompressing a member at its declared size.
+        if info.file_size > most_bytes + 4096:
+            raise UnusableFile(f"its {name} declares {info.file_size:,} bytes, more than {most_bytes:,}")
+        try:
+            with self._zip.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)
+                shape, fortran, dtype = read_header(member)
+                if dtype.hasobject:
+                    raise UnusableFile(f"its {name} holds objects, not numbers")
+                size = math.prod(shape) * dtype.itemsize
+                if size > most_bytes:
+                    raise UnusableFile(f"its {name} declares {size:,} bytes, more than {most_bytes:,}")
+                data = member.read(size)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error) as exc:
+            raise UnusableFile(f"its {name} does not read ({type(exc).__name__})") from None
+        if len(data) != size:
+            raise UnusableFile(f"its {name} is cut short")
+        return np.frombuffer(bytearray(data), dtype).reshape(shape, order="F" if fortran else "C")
 
 
 def append_whole(out: io.RawIOBase, data: bytes) -> None:
