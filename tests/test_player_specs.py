@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -57,6 +59,16 @@ def test_the_default_player_is_the_one_every_front_end_plays():
     for bad in ("default:runs/other", "default:tx", "default:400:db"):
         with pytest.raises(PlayerSpecError, match="'default' takes one budget"):
             make_player(bad)
+
+
+def test_a_default_spec_of_a_clock_and_more_says_it_takes_one_budget():
+    # Before: default:t0+0.1:t1 said "t0+0.1: no such checkpoint file or run directory".
+    from train.arena.player_specs import default_spec
+
+    for bad in ("t0+0.1:t1", "t1+", "t+1", "t0+0.1:db"):
+        with pytest.raises(PlayerSpecError, match=f"'default' takes one budget.*got '{re.escape(bad)}'"):
+            default_spec(bad)
+    assert default_spec("t0+0.1").startswith("mcts:t0+0.1:")
 
 
 def test_policy_spec(tiny_checkpoint):

@@ -209,7 +209,8 @@ def default_spec(budget: str = "") -> str:
     """The spec of the default player searching `budget` (an mcts budget: SIMS, tS or tB+I; DEFAULT_BUDGET when
     empty)."""
     budget = budget or DEFAULT_BUDGET
-    on_the_clock = budget.startswith("t") and (_number(budget[1:]) is not None or "+" in budget)
+    # tS or tB+I, each a number: anything more (t0+0.1:t1) is no budget, and would be read as a network's name
+    on_the_clock = budget.startswith("t") and all(_number(part) is not None for part in budget[1:].split("+", 1))
     if not (_DIGITS.fullmatch(budget) or on_the_clock):
         # Anything else would be read as the network's name. Another network or database is another player.
         raise PlayerSpecError(f"'default' takes one budget, simulations or a time (e.g. default:400, default:t1 or "
