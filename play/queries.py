@@ -187,7 +187,9 @@ def _game(obj: dict, rules: RulesConfig) -> Game:
             raise QueryError(f"move {k + 1} ({text}): the game is already over "
                              f"({game.outcome.termination.value} after {game.ply} moves)")
         try:
-            move: Move = resolve_move(text, game.legal_moves())
+            # One rule for every front end (the terminal and the browser too): a mark that says the wrong kind
+            # of move is refused, not read as the move the squares name.
+            move: Move = resolve_move(text, game.legal_moves(), strict_capture_mark=True)
         except NotationError as exc:
             raise QueryError(f"move {k + 1}: {exc} (position {game.position})") from None
         game.play(move)

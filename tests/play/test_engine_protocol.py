@@ -274,6 +274,18 @@ def test_a_game_clock_is_read_as_the_time_left_and_the_increment():
     assert parse_query({"clock": 0.2}, settings).limits.increment == 0.0
 
 
+def test_a_moves_capture_mark_is_held_to_one_rule_in_every_front_end():
+    # Before: the engine played "12x16" as the step 12-16 while the terminal and the browser refused it.
+    from play.queries import parse_query
+
+    settings = EngineSettings()
+    for moves, said in ((["12x16"], "12x16 is not a capture: write 12-16"),
+                        (["11-15", "22-18", "15-22"], "15-22 is a capture: write 15x22")):
+        with pytest.raises(QueryError, match=f"move {len(moves)}: {said}"):
+            parse_query({"moves": moves}, settings)
+    assert parse_query({"moves": ["11-15", "22-18", "15x22"]}, settings).game.ply == 3
+
+
 def _clock_answer(query: dict, evaluator, manager=None, moves=OPENING) -> dict:
     """The answer of one query to a pool of one tree whose time is `evaluator`'s fake clock."""
     from play.analysis_pool import AnalysisPool
