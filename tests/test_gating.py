@@ -392,7 +392,7 @@ def test_candidates_gating_is_done_with_are_removed(setup):
 
 
 def test_only_rejected_and_skipped_candidates_are_pruned(setup):
-    from train.arena.gating import _append_gating_log
+    from train.arena.gating import append_gating_log
     from zero.net.quantized import cache_path
 
     run, cfg, (first, second) = setup
@@ -402,7 +402,7 @@ def test_only_rejected_and_skipped_candidates_are_pruned(setup):
         cache_path(path).write_bytes(b"an int8 model derived from it")
     run.write_best(paths[400], 400, "test")
     for path, decision in ((first, "promote"), (second, "reject"), (paths[300], "skipped"), (paths[400], "promote")):
-        _append_gating_log(run.root, {"candidate": str(path), "decision": decision})
+        append_gating_log(run.root, {"candidate": str(path), "decision": decision})
     removed = Gatekeeper(run.root, cfg).prune_candidates()
     assert sorted(removed) == sorted([second, paths[300]])
     assert [p.exists() for p in (first, second, paths[300], paths[400], paths[500])] == [True, False, False, True, True]

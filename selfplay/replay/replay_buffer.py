@@ -797,6 +797,10 @@ class ReplayWriter(StoreWriter):
     def pending_games(self) -> int:
         return len(self._pending)
 
+    @property
+    def pending_positions(self) -> int:
+        return self._pending_positions
+
     def append_game(self, record: GameRecord) -> int:
         """Queue a finished game (committing the queue when it is due); returns its store-wide game id."""
         if self._lock is None:

@@ -109,7 +109,7 @@ def read_gating_log(run_dir: Path) -> list[dict]:
     return entries
 
 
-def _append_gating_log(run_dir: Path, *new: dict) -> None:
+def append_gating_log(run_dir: Path, *new: dict) -> None:
     """Append entries in one write: a reader (the loop's console) sees all of them or none."""
     entries = read_gating_log(run_dir) + list(new)
     atomic_write_bytes(RunDir(run_dir).gating_log, "".join(json.dumps(e) + "\n" for e in entries).encode())
@@ -430,7 +430,7 @@ class Gatekeeper:
         # (issue 76: its last game at 8.3 min, its decision at 10.6), and the actors kept the old best.
         if decision == "promote":
             self.run.write_best(candidate, candidate_step, f"won gating match {pdn_path.name}")
-        _append_gating_log(self.run_dir, entry)
+        append_gating_log(self.run_dir, entry)
         self._close_journal(name)
         log.info(self.decision_line(entry))
         self.rate(candidate, candidate_step)
@@ -441,7 +441,7 @@ class Gatekeeper:
         """Record a candidate that cannot play: never promoted, never rated, its file removed. Returns the log
         entry."""
         entry = {"candidate": str(candidate), "candidate_step": step, "decision": "refused", "reason": str(problem)}
-        _append_gating_log(self.run_dir, entry)
+        append_gating_log(self.run_dir, entry)
         log.info(self.decision_line(entry))
         self.prune_candidates()
         return entry
@@ -502,7 +502,7 @@ class Gatekeeper:
         if not candidates:
             return
         entries = [{"candidate": str(path), "candidate_step": step, "decision": "skipped"} for step, path in candidates]
-        _append_gating_log(self.run_dir, *entries)
+        append_gating_log(self.run_dir, *entries)
         for line in self.decision_lines(entries):
             log.info(line)
         self.prune_candidates()

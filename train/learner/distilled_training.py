@@ -27,7 +27,7 @@ from tqdm import tqdm
 from train.learner.distilled_labels import NO_RESULT, DistilledLabelError
 from train.learner.distilled_searched import NO_SEARCH
 from train.learner.pretrain_dataset import SPLITS
-from zero.distilled.model import DistilledShape, random_eval, save_eval
+from zero.distilled.model import DistilledEval, DistilledShape, random_eval, save_eval
 from zero.distilled.network import DistilledNet, batch_inputs
 from zero.endgames.egdb import MOST_PIECES
 from zero.run.config import MOST_SEED, MOST_STEPS, MOST_THREADS, check_settings, code_version, setting
@@ -120,9 +120,12 @@ def endgame_mistakes(evaluation, labels: dict[str, np.ndarray], rows: np.ndarray
 
 
 def train(labels: dict[str, np.ndarray], config: DistilledTrainConfig, out: str | Path, made_from: dict,
-          progress: bool = True, egdb=None, searched: np.ndarray | None = None) -> HeldOut:
+          progress: bool = True, egdb=None, searched: np.ndarray | None = None,
+          initial: DistilledEval | None = None) -> HeldOut:
     """Learn the evaluation from the labels (and the search scores of them, if given: targets()); write it to
-    `out` with how it was made; return the held-out figures (also in the file)."""
+    `out` with how it was made; return the held-out figures (also in the file). initial: the weights learning
+    starts from (their shape, not the config's), where a generation of its own games goes on from the last;
+    random ones of the config's shape when None."""
     config.validate()
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)
@@ -136,8 +139,10 @@ def train(labels: dict[str, np.ndarray], config: DistilledTrainConfig, out: str 
         raise DistilledLabelError(f"no positions to learn in the labels' train split (more than "
                                   f"{config.database_pieces} pieces{'' if config.walked else ', no walks'})")
     test_rows = np.flatnonzero(split == SPLITS.index("test"))
-    shape = DistilledShape(config.accumulator, config.hidden, config.buckets)
-    net = DistilledNet.from_eval(random_eval(shape, config.seed))
+    start_from = initial if initial is not None else \
+        random_eval(DistilledShape(config.accumulator, config.hidden, config.buckets), config.seed)
+    shape = start_from.shape
+    net = DistilledNet.from_eval(start_from)
     optimizer = torch.optim.Adam(net.parameters(), lr=config.lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, config.steps) / config.steps)))

@@ -46,6 +46,8 @@ from zero.run.config import atomic_write_bytes, naming_write_errors
 from zero.run.objectstore import Lease, LeaseError, ObjectPath, is_object_store_url
 
 CONFIG_FILE = "loop-config.toml"
+# The distilled player's loop (train.loop.distilled_loop) keeps its own config: a run is one loop's or the other's.
+DISTILLED_CONFIG_FILE = "distilled-loop-config.toml"
 REPLAY_STORAGE_FILE = "replay-storage.url"
 RUN_ID_FILE = "run-id"
 CANDIDATE_PREFIX = "candidate-"
@@ -163,6 +165,18 @@ class RunDir:
     @property
     def best_file(self) -> Path:
         return self.checkpoints / "best.json"
+
+    @property
+    def distilled_config_file(self) -> Path:
+        return self.root / DISTILLED_CONFIG_FILE
+
+    def evaluation_candidate(self, cycle: int) -> Path:
+        """The distilled evaluation that cycle `cycle` of the distilled loop trains (and gates)."""
+        return self.checkpoints / f"{CANDIDATE_PREFIX}{cycle:04d}.npz"
+
+    def initial_evaluation(self) -> Path:
+        """The run's copy of the distilled evaluation it started from: its generation 0."""
+        return self.checkpoints / "initial-distilled.npz"
 
     def candidate(self, step: int) -> Path:
         return self.checkpoints / f"{CANDIDATE_PREFIX}{step:07d}.pt"
