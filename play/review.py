@@ -66,6 +66,10 @@ class GameReview:
     moves: list[MoveReview]
     ended_by_rule: Outcome | None  # the rules ended the game before its recorded end (players went on)
     ballot: int  # first plies forced by the ballot opening: no player chose them, so none is judged
+    # The engine's answer for each analysed ply (play.analysis_json's shape) and the expected score of the
+    # side to move at each judged ply (exact where the rules or a proof fix it): what the browser draws.
+    answers: dict[int, dict[str, Any]] = field(default_factory=dict)
+    scores: dict[int, float] = field(default_factory=dict)
 
     def pdn(self, annotator: str) -> str:
         tags = dict(self.game.tags)
@@ -76,6 +80,32 @@ class GameReview:
                 tags[f"{colour}Accuracy"] = f"{accuracy:.1f}"
         return write_game(self.game.moves, self.game.result, tags, self.game.start,
                           marks=[m.mark for m in self.moves], comments=[m.comment or None for m in self.moves])
+
+    def json(self) -> dict[str, Any]:
+        """The review as JSON-ready data for the browser: per move its judgement, per ply the engine's answer
+        (play.analysis_json's shape, null where none) and Black's expected score (the graph's one side)."""
+        black_at = [self.game.start.black_to_move == (ply % 2 == 0) for ply in range(self.game.plies + 1)]
+        moves = []
+        for ply, m in enumerate(self.moves):
+            answer = self.answers.get(ply)
+            moves.append({"move": str(m.move), "side": "black" if m.black else "white", "forced": m.forced,
+                          "fall": None if m.fall is None else round(m.fall, 4), "mark": m.mark,
+                          "best": None if answer is None or m.forced else answer["move"],
+                          "line": None if answer is None or m.forced else answer.get("pv"),
+                          "comment": m.comment})
+        return {
+            "tags": self.game.tags,
+            "result": self.game.result,
+            "fen": self.game.start.fen(),
+            "ballot": self.ballot,
+            "ended_by_rule": None if self.ended_by_rule is None else self.ended_by_rule.termination.value,
+            "accuracy": {"black": self.accuracy(True), "white": self.accuracy(False)},
+            "scores": [None if ply not in self.scores else
+                       round(self.scores[ply] if black_at[ply] else 1 - self.scores[ply], 4)
+                       for ply in range(self.game.plies + 1)],
+            "positions": [self.answers.get(ply) for ply in range(self.game.plies + 1)],
+            "moves": moves,
+        }
 
     def judged(self, black: bool) -> list[MoveReview]:
         """The moves of one side that are judged: analysed on both sides and not forced."""
@@ -141,7 +171,7 @@ def review_game(plan: GamePlan, answers: dict[int, dict[str, Any]], settings: Re
     ended_early = replay.outcome if replay.ply < plan.game.plies else None
     if ended_early is not None:
         moves[replay.ply - 1].comment += "; the game went on after this"
-    return GameReview(plan.game, moves, ended_early, plan.ballot)
+    return GameReview(plan.game, moves, ended_early, plan.ballot, answers, scores)
 
 
 def _score(answer: dict[str, Any] | None, replay: Game, ply: int) -> float:
@@ -216,7 +246,7 @@ def review_games(engine: Engine, games: Iterable[PdnGame], limits: dict[str, Any
                  on_position: Callable[[], None] = lambda: None) -> Iterator[GameReview | tuple[PdnGame, str]]:
     """Reviews of the games in their order, each as soon as it and those before it are done; a game the
     engine refuses comes as (game, the engine's message). `limits` are the protocol's (simulations, time,
-    nodes); `on_position` is called once per analysed position (a progress bar)."""
+    nodes; and pv, for the best move's line in each answer); `on_position` is called once per analysed position (a progress bar)."""
     settings.validate()
     plans: dict[int, GamePlan] = {}
     order: deque[int] = deque()  # games not yet yielded, in file order

@@ -71,9 +71,11 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib import resources
 from typing import Any, Callable
 
+from zero.corpus.pdn import PdnError, PdnGame, read_pdn_text
 from zero.rules.game import Position
 from zero.rules.notation import NotationError, fen_to_position
 from zero.run.config import check_settings, setting
+from play.analysis_board import ApiError, Board, line_json, pdn_game_json, position_of
 from play.engine import (
     DEFAULT_LEVEL, LEVELS, Budget, Engine, EngineError, budget_for,
 )
@@ -123,6 +125,12 @@ class Limits:
     connection_timeout: float = setting(30.0, above=0)
     # A browser sends a request in milliseconds; this is for slow networks, not slow clients.
     request_deadline: float = setting(10.0, above=0)
+    # Analyses and reviews (play.analysis_board): kept at most (a finished one makes room), running at once
+    # from one address, and how long one runs with nobody asking about it (the page asks several times a
+    # second while it shows one).
+    max_jobs: int = setting(64, low=1, high=100_000)
+    max_jobs_per_address: int = setting(8, low=1, high=100_000)
+    job_idle_seconds: float = setting(20.0, above=0)
 
 
 @dataclass
@@ -135,15 +143,6 @@ class _Entry:
     last_used: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
     played: bool = False  # some action has been done in it (a refused request does not count)
-
-
-class ApiError(Exception):
-    """A request the API refuses: HTTP status and a message for the person."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def _fields(body: dict[str, Any], allowed: dict[str, type | tuple[type, ...]]) -> dict[str, Any]:
@@ -206,6 +205,7 @@ def game_state(game_id: str, s: HumanGame) -> dict[str, Any]:
         "budget": str(s.budget),
         "thinking": s.last_thinking,
         "pdn": s.pdn(),
+        "fens": [p.fen() for p in s.game.positions],  # the position at every ply, for the page to step through
     }
 
 
@@ -412,6 +412,8 @@ class PlayServer(HTTPServer):
         self._answering_lock = threading.Lock()
         self.verbose = False  # log every request to stderr
         self.page = resources.files("play").joinpath("web/index.html").read_bytes()
+        self.board = Board(engine, self.engine_lock, limits.max_jobs, limits.max_jobs_per_address,
+                           limits.job_idle_seconds)
         self._reception = _Reception(self)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -595,7 +597,78 @@ class PlayServer(HTTPServer):
         if len(parts) == 3 and parts[0] == "games":
             _allow(method, "POST")
             return self.game_action(parts[1], parts[2], body or {})
+        if parts and parts[0] in ("line", "pdn", "analyses", "reviews"):
+            return self._board_route(method, parts, body or {}, client, address)
         raise ApiError(404, f"no such API path /api/{'/'.join(parts)}")
+
+
+    def _board_route(self, method: str, parts: list[str], body: dict[str, Any], client: str,
+                     address: str) -> dict[str, Any]:
+        """The analysis board's calls (play.analysis_board; docs/play.md lists them)."""
+        if len(parts) == 1:
+            _allow(method, "POST")
+        if parts == ["line"]:
+            fields = _fields(body, {"fen": str, "moves": list})
+            return line_json(position_of(fields.get("fen", "").strip(), _move_texts(fields)))
+        if parts == ["pdn"]:
+            games, skipped = [], []
+            for item in read_pdn_text(_fields(body, {"pdn": str}).get("pdn", "")):
+                (skipped if isinstance(item, PdnError) else games).append(item)
+            return {"games": [pdn_game_json(g) for g in games], "skipped": [str(e) for e in skipped]}
+        if parts == ["analyses"]:
+            fields = _fields(body, {"fen": str, "moves": list, "sims": int, "top": int})
+            game = position_of(fields.get("fen", "").strip(), _move_texts(fields))
+            top = fields.get("top", 5)
+            if not 1 <= top <= 32:
+                raise ApiError(400, "top must be between 1 and 32")
+            return self.board.start_analysis(client, address, game, _simulations(fields, MAX_SIMULATIONS),
+                                             top).json()
+        if parts == ["reviews"]:
+            fields = _fields(body, {"pdn": str, "game": int, "fen": str, "moves": list, "sims": int})
+            default = LEVELS[DEFAULT_LEVEL].simulations
+            return self.board.start_review(client, address, _game_to_review(fields),
+                                           _simulations(fields, default)).json()
+        kind = {"analyses": "analysis", "reviews": "review"}.get(parts[0])
+        if kind and len(parts) == 2:
+            _allow(method, "GET")
+            return self.board.job(parts[1], kind).json()
+        if kind and len(parts) == 3 and parts[2] == "stop":
+            _allow(method, "POST")
+            _fields(body, {})
+            return self.board.stop(parts[1], kind).json()
+        raise ApiError(404, f"no such API path /api/{'/'.join(parts)}")
+
+
+def _game_to_review(fields: dict[str, Any]) -> PdnGame:
+    """A review's game: game N (from 1) of PDN text, or a start (FEN) and moves."""
+    if "pdn" in fields:
+        if "fen" in fields or "moves" in fields:
+            raise ApiError(400, "give either pdn (and game) or fen and moves, not both")
+        items = list(read_pdn_text(fields["pdn"]))
+        number = fields.get("game", 1)
+        if not 1 <= number <= len(items):
+            raise ApiError(400, f"the PDN holds {len(items)} games: game must be between 1 and {len(items)}")
+        if isinstance(items[number - 1], PdnError):
+            raise ApiError(422, str(items[number - 1]))
+        return items[number - 1]
+    if "game" in fields:
+        raise ApiError(400, "game names a game of the pdn field, which is missing")
+    game = position_of(fields.get("fen", "").strip(), _move_texts(fields))
+    return PdnGame(1, 1, {}, game.positions[0], list(game.moves), "*")
+
+
+def _move_texts(fields: dict[str, Any]) -> list[str]:
+    moves = fields.get("moves", [])
+    if not all(isinstance(m, str) for m in moves):
+        raise ApiError(400, "moves must be a list of moves in standard notation (\"11-15\", \"22x15\")")
+    return moves
+
+
+def _simulations(fields: dict[str, Any], default: int) -> int:
+    sims = fields.get("sims", default)
+    if not 1 <= sims <= MAX_SIMULATIONS:
+        raise ApiError(400, f"sims must be between 1 and {MAX_SIMULATIONS}")
+    return sims
 
 
 def _allow(method: str, expected: str) -> None:
