@@ -13,6 +13,7 @@ import pytest
 
 from play.server import start_in_thread
 from zero.corpus.pdn import read_pdn
+from zero.rules.notation import fen_to_position
 
 try:
     from playwright import sync_api
@@ -182,4 +183,94 @@ def test_resign_asks_first(page):
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#resign")
     page.wait_for_function("game.over")
+    assert page.errors == []
+
+
+# ------------------------------------------------------------------ the analysis board (issue 86)
+
+def board_pieces(page) -> dict[int, str]:
+    """The pieces the board shows, square -> b, w, B or W."""
+    return {int(sq): piece for sq, piece in page.eval_on_selector_all(
+        "#board [data-square]", "cells => cells.filter(c => c.querySelector('[data-piece]'))"
+        ".map(c => [c.dataset.square, c.querySelector('[data-piece]').dataset.piece])")}
+
+
+def fen_pieces(fen: str) -> dict[int, str]:
+    position = fen_to_position(fen)
+    return {sq: position.piece_at(sq) for sq in range(1, 33) if position.piece_at(sq)}
+
+
+def play_first_legal(page, moves_after: int) -> None:
+    path = page.evaluate("game.legal_moves[0].path")
+    for sq in path:
+        square(page, sq).click()
+    wait_for_your_turn(page, moves_after)
+
+
+def test_review_in_the_page_draws_the_graph_and_marks_and_clicks_show_the_position(page):
+    new_game(page)
+    page.select_option("#level", "beginner")  # the review searches each position at the level's simulations
+    page.wait_for_function("game.level === 'beginner'")
+    for moves_after in (2, 4, 6):
+        play_first_legal(page, moves_after)
+    page.click("#review")
+    page.wait_for_function("review !== null && reviewJob === null", timeout=30_000)
+    review = page.evaluate("review")
+    fens = page.evaluate("game.fens")
+    assert len(review["moves"]) == 6 and review["fen"] == fens[0]
+    # One point a ply, at the review's value: Black's expected score, from each answer's side-to-move score.
+    points = page.eval_on_selector_all("#graph circle.pt", "cs => cs.map(c => [+c.dataset.ply, +c.dataset.score])")
+    assert [ply for ply, _ in points] == list(range(7))
+    for ply, score in points:
+        answer = review["positions"][ply]
+        assert score == pytest.approx(review["scores"][ply])
+        assert answer["ply"] == ply and answer["fen"] == fens[ply]  # play.analysis_json's answers
+        assert score == pytest.approx(answer["score"] if answer["side"] == "black" else 1 - answer["score"], abs=1e-3)
+    marks = [m["mark"] for m in review["moves"]]
+    assert page.locator("#move-list .mv.mistake").count() == marks.count("?")
+    assert page.locator("#move-list .mv.blunder").count() == marks.count("??")
+    assert page.locator("#graph circle.pt.mistake, #graph circle.pt.blunder").count() == sum(map(bool, marks))
+    assert "accuracy" in page.text_content("#accuracy-black")
+    # A point clicked shows its position; the move list follows.
+    page.click('#graph circle[data-ply="2"]')
+    assert board_pieces(page) == fen_pieces(fens[2])
+    assert page.get_attribute("#move-list .mv.current", "data-ply") == "2"
+    assert review["moves"][1]["move"] in page.text_content("#review-move")
+    # A move clicked in the list shows its position; the graph follows.
+    page.click('#move-list .mv[data-ply="5"]')
+    assert board_pieces(page) == fen_pieces(fens[5])
+    cursor_x = float(page.get_attribute("#graph line.at", "x1"))
+    assert cursor_x == pytest.approx(float(page.get_attribute('#graph circle[data-ply="5"]', "cx")), abs=0.1)
+    page.click("#last")  # back to the game: the person may move again
+    assert board_pieces(page) == fen_pieces(fens[6]) and page.evaluate("cursor") is None
+    assert page.errors == []
+
+
+def test_a_pasted_fen_gets_the_engines_lines_and_a_move_played_from_there(page):
+    fen = "W:W18,24,27,28,30:B12,16,20,K22"
+    page.fill("#study-fen", fen)
+    page.click("#load-fen")
+    page.wait_for_function("(fen) => study && study.line.fen === fen", arg=fen)
+    assert board_pieces(page) == fen_pieces(fen)
+    page.select_option("#analysis-sims", "64")
+    page.click("#analyse")
+    page.wait_for_function("analysis && analysis.state === 'done' && analysis.analysis", timeout=30_000)
+    answer = page.evaluate("analysis.analysis")
+    assert answer["fen"] == fen and answer["simulations"] >= 64
+    rows = page.locator("#lines tbody tr")
+    assert rows.count() == len(answer["moves"]) >= 1
+    assert rows.first.locator("td").first.text_content() == answer["moves"][0]["move"]
+    assert f"{answer['simulations']} simulations" in page.text_content("#effort-text")
+    # Play the engine's best move on the analysis board: the analysis follows to the new position.
+    for sq in answer["moves"][0]["path"]:
+        square(page, sq).click()
+    page.wait_for_function("study.line.moves.length === 1")
+    after = page.evaluate("study.line.fens[1]")
+    page.wait_for_function("(fen) => analysis && analysis.analysis && analysis.analysis.fen === fen", arg=after,
+                           timeout=30_000)
+    page.click("#analyse")  # stop
+    page.wait_for_function("!analysing")
+    assert page.text_content("#analyse") == "Analyse"
+    page.click("#back-to-game")
+    assert page.evaluate("study") is None
     assert page.errors == []
