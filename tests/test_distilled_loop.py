@@ -1,0 +1,155 @@
+"""The distilled player's loop (train.loop.distilled_loop): its self-play actor, its labels, and a generation
+trained and gated end to end after a kill -9 in the middle of its self-play."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from processes import reaped, wait_until
+from selfplay.actors.alphabeta_actor import AlphaBetaActor, AlphaBetaSelfPlayConfig, expected_score_value
+from selfplay.replay.replay_buffer import ReplayReader, ReplayWriter, check_store
+from train.arena.gating import read_gating_log
+from train.arena.generation_gate import play_stage
+from train.learner.own_games import own_game_labels
+from train.loop.distilled_loop import GATE_ENTRY, DistilledLoopConfig, resolve_config, run_distilled_loop
+from zero.distilled.model import load_eval
+from zero.endgames.egdb_build import largest_available
+from zero.rules.movegen import can_capture
+from zero.rules.game import Position
+from zero.run.rundir import RunDir
+from zero.yardsticks import alphabeta_search as ab
+
+TINY = ["positions=240", "window=240", "actors=2", "status_seconds=1", "selfplay.depth=2",
+        "selfplay.commit_positions=16", "training.steps=5", "training.batch=64", "gate.budget=2",
+        "gate.confirm_budget=1", "gate.round_openings=2", "gate.processes=1", "gate.sprt.max_pairs=4",
+        "gate.sprt.min_pairs=2"]
+
+
+@pytest.fixture(scope="module")
+def egdb4():
+    return largest_available(most=4)
+
+
+def test_search_scores_become_values_in_the_unit_interval():
+    assert expected_score_value(0) == 0.0
+    assert expected_score_value(ab.WIN_SCORE - 3) == 1.0 and expected_score_value(-ab.WIN_SCORE + 3) == -1.0
+    assert 0 < expected_score_value(500) < 1 and expected_score_value(-500) == pytest.approx(-expected_score_value(500))
+
+
+def test_a_selfplay_game_is_a_function_of_its_seed_and_ends_at_the_database(egdb4):
+    cfg = AlphaBetaSelfPlayConfig(depth=2)
+    actor = AlphaBetaActor(cfg, load_eval(), "distilled", 0, egdb4)
+    first, again, other = actor.play_game(0, 5), actor.play_game(0, 5), actor.play_game(1, 5)
+    assert first.pdn == again.pdn and first.seed == again.seed
+    assert other.seed != first.seed
+    rows = first.positions
+    assert len(rows) == first.length and np.all(np.abs(rows.root_value) <= 1)
+    # The move played is each row's one policy entry.
+    assert np.all(rows.policy_actions[:, 1:] == -1) and np.all(rows.policy_visits[:, 0] == 1)
+    for game in (first, other):
+        if game.termination == "database":  # ended at its first position of at most 4 pieces
+            pieces = [Position(int(b), int(w), int(k), bool(t)).piece_count() for b, w, k, t in
+                      zip(game.positions.black, game.positions.white, game.positions.kings,
+                          game.positions.black_to_move)]
+            assert min(pieces) > 4
+
+
+def test_own_game_labels_are_the_quiet_positions_with_their_search_and_result(tmp_path, egdb4):
+    actor = AlphaBetaActor(AlphaBetaSelfPlayConfig(depth=2), load_eval(), "distilled", 0, egdb4)
+    with ReplayWriter(tmp_path, 0) as writer:
+        games = [actor.play_game(0, i) for i in range(6)]
+        for game in games:
+            writer.append_game(game)
+    labels, read = own_game_labels(ReplayReader(tmp_path), 10_000)
+    assert read == 6
+    quiet = [game for game in games for k in range(game.length)
+             if not can_capture(int(game.positions.black[k]), int(game.positions.white[k]),
+                                int(game.positions.kings[k]), bool(game.positions.black_to_move[k]))]
+    assert 0 < len(labels["black"]) == len(quiet) < sum(g.length for g in games)
+    for k in range(len(labels["black"])):
+        assert not can_capture(int(labels["black"][k]), int(labels["white"][k]), int(labels["kings"][k]),
+                               bool(labels["black_to_move"][k]))
+    # A position may come up in several games (or twice in one), each time with its own search and result.
+    expected: dict[tuple, set] = {}
+    for g in games:
+        for b, w, kg, t, v, r in zip(g.positions.black, g.positions.white, g.positions.kings,
+                                     g.positions.black_to_move, g.positions.root_value, g.results_for_side_to_move()):
+            expected.setdefault((int(b), int(w), int(kg), bool(t)), set()).add((round((float(v) + 1) / 2, 5), int(r)))
+    for k in range(len(labels["black"])):
+        key = (int(labels["black"][k]), int(labels["white"][k]), int(labels["kings"][k]),
+               bool(labels["black_to_move"][k]))
+        assert (round(float(labels["wdl"][k, 0]), 5), int(labels["result"][k])) in expected[key]
+
+
+@pytest.mark.slow
+def test_a_generation_is_trained_and_gated_after_a_kill_9_in_its_selfplay(tmp_path, egdb4):
+    run = RunDir(tmp_path / "run")
+    command = [sys.executable, "-m", "play", "distilled", "loop", "--run", str(run.root), "--cycles", "1",
+               *[a for setting in TINY for a in ("--set", setting)]]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    with reaped(proc):
+        reader = ReplayReader(run.root)
+
+        def some_committed() -> bool:
+            reader.refresh()
+            return reader.total_positions() >= 32
+
+        wait_until(some_committed, 180, proc, "self-play positions committed")
+        os.killpg(proc.pid, signal.SIGKILL)  # the loop and its actors, mid-game
+        proc.wait()
+    assert not read_gating_log(run.root)
+    cfg = resolve_config(run, None, [])
+    assert cfg.positions == 240  # the run's saved config is the one resumed
+    lines = []
+    assert run_distilled_loop(run.root, cfg, say=lines.append) == 0
+    store = check_store(run.root)
+    assert not store.problems and store.positions >= 240
+    reader = ReplayReader(run.root)
+    games = list(reader.iter_games())
+    assert sum(g.length for g in games) == store.positions
+    # Nothing played or counted twice: every (actor, seed index) and every game once.
+    assert max(Counter((g.actor_id, g.seed_index) for g in games).values()) == 1
+    assert len({g.game_id for g in games}) == len(games) and {g.actor_id for g in games} == {0, 1}
+    decisions = [e for e in read_gating_log(run.root) if e["kind"] == GATE_ENTRY]
+    assert len(decisions) == 1 and decisions[0]["cycle"] == 0
+    candidate = run.evaluation_candidate(0)
+    made = load_eval(candidate).meta["made_from"]
+    assert made["parent"] == run.initial_evaluation().name and made["parent_generation"] == 0
+    best = run.read_best()
+    if decisions[0]["decision"] == "promote":
+        assert best.path == candidate.resolve() and best.step == 1 and len(decisions[0]["stages"]) == 2
+    else:
+        assert best.path == run.initial_evaluation().resolve() and best.step == 0
+    assert any("gate:" in line for line in lines)
+    # A gate's finished rounds are journalled: played again, the stage is decided from them alone, without
+    # the candidate (gone now) ever being loaded.
+    stage = decisions[0]["stages"][0]
+    candidate.rename(candidate.with_suffix(".gone"))
+    again = play_stage(run.root, "generation-gate-0000-bullet", candidate, best.path, stage["budget"], cfg.gate,
+                       report=lambda _line: None)
+    assert (again.decision, again.pairs, again.elo) == (stage["decision"], stage["pairs"], stage["elo"])
+
+
+def test_bad_settings_and_a_second_loop_are_refused_in_one_line(tmp_path):
+    bad = subprocess.run([sys.executable, "-m", "play", "distilled", "loop", "--run", str(tmp_path / "r"),
+                          "--set", "selfplay.depth=0"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "depth" in bad.stderr
+    run = RunDir(tmp_path / "busy")
+    lock = run.take_loop_lock()
+    try:
+        busy = subprocess.run([sys.executable, "-m", "play", "distilled", "loop", "--run", str(run.root)],
+                              capture_output=True, text=True)
+    finally:
+        lock.close()
+    assert busy.returncode == 2 and busy.stderr.count("\n") == 1 and "in use by another loop" in busy.stderr
+    assert DistilledLoopConfig().positions > 0
