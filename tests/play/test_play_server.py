@@ -678,3 +678,141 @@ def test_closed_connections_log_no_traceback(engine, capfd):
         time.sleep(0.3)
     err = capfd.readouterr().err
     assert "Traceback" not in err and "Exception occurred" not in err, err
+
+
+# ------------------------------------------------------------------ the analysis board (issue 86)
+
+def wait_job(server, kind: str, job: dict, client: str = "127.0.0.1") -> dict:
+    """Poll a job (as the page does) until it is finished."""
+    deadline = time.monotonic() + 30
+    while job["state"] in ("waiting", "running"):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.05)
+        status, job = call(server, "GET", f"/api/{kind}/{job['id']}", client=client)
+        assert status == 200, job
+    return job
+
+
+def test_a_line_and_a_pdn_file_as_the_page_steps_through_them(server):
+    status, line = call(server, "POST", "/api/line", {"moves": ["11-15", "23-19"]})
+    assert status == 200 and line["moves"] == ["11-15", "23-19"] and len(line["fens"]) == 3
+    assert len(line["legal_moves"]) == 3 and all(line["legal_moves"]) and line["outcome"] is None
+    assert call(server, "POST", "/api/line", {"moves": ["11-15", "11-15"]})[0] == 422
+    assert call(server, "POST", "/api/line", {"fen": "B:W99:B1"})[0] == 422
+    assert call(server, "POST", "/api/line", {"moves": [11]})[0] == 400
+    status, read = call(server, "POST", "/api/pdn", {"pdn": '[Black "A"]\n1. 11-15 23-19 *\n\n1. 11-18 *\n\n'
+                                                            '[White "B"]\n1. 9-14 22-18 2. 5-9 *\n'})
+    assert status == 200 and len(read["skipped"]) == 1
+    assert [(g["index"], g["tags"], g["moves"]) for g in read["games"]] == [
+        (1, {"Black": "A"}, ["11-15", "23-19"]), (3, {"White": "B"}, ["9-14", "22-18", "5-9"])]
+
+
+def test_a_review_is_play_reviews_in_the_one_analysis_schema(server):
+    status, job = call(server, "POST", "/api/reviews", {"pdn": "1. 11-15 23-19 2. 8-11 22-17 *", "sims": 4})
+    assert status == 200 and job["kind"] == "review" and job["total"] == 5
+    job = wait_job(server, "reviews", job)
+    assert job["state"] == "done" and job["done"] == job["total"], job
+    review = job["review"]
+    assert [m["move"] for m in review["moves"]] == ["11-15", "23-19", "8-11", "22-17"]
+    assert set(review["accuracy"]) == {"black", "white"} and len(review["scores"]) == 5
+    for ply, answer in enumerate(review["positions"]):  # each position's answer is play.analysis_json's
+        assert answer["ply"] == ply and {"fen", "side", "move", "wdl", "score", "proven", "simulations", "nodes",
+                                         "seconds", "moves", "pv"} <= set(answer)
+    # A start and moves instead of PDN text; refusals.
+    status, job = call(server, "POST", "/api/reviews", {"fen": "B:W14,22,23:B1,2,3,9", "moves": ["9x18x27"], "sims": 2})
+    assert status == 200 and wait_job(server, "reviews", job)["state"] == "done"
+    assert call(server, "POST", "/api/reviews", {"pdn": "1. 11-15 *", "game": 2})[0] == 400
+    assert call(server, "POST", "/api/reviews", {"pdn": "1. 11-15 *", "moves": []})[0] == 400
+    assert call(server, "POST", "/api/reviews", {"pdn": "1. 11-15 *", "sims": MAX_SIMULATIONS + 1})[0] == 400
+    assert call(server, "GET", "/api/reviews/nosuchjob")[0] == 404
+
+
+def test_an_analysis_grows_to_its_simulations_and_a_new_one_replaces_the_clients_last(server):
+    with server.engine_lock:  # the first analysis waits for the engine while the second is asked for
+        status, first = call(server, "POST", "/api/analyses", {"moves": ["11-15"], "sims": MAX_SIMULATIONS})
+        assert status == 200 and first["kind"] == "analysis"
+        status, job = call(server, "POST", "/api/analyses", {"fen": "W:W18,24,27,28,30:B12,16,20,K22", "sims": 40,
+                                                             "top": 2})
+        assert status == 200
+    job = wait_job(server, "analyses", job)
+    answer = job["analysis"]
+    assert job["state"] == "done" and answer["simulations"] >= 40 and len(answer["moves"]) <= 2
+    assert {"wdl", "score", "nodes", "seconds", "pv"} <= set(answer)
+    assert wait_job(server, "analyses", first)["state"] == "stopped"  # the client's new analysis stopped it
+    assert call(server, "POST", "/api/analyses", {"fen": "B:W21:B"})[0] == 409  # Black has no move: over
+    assert call(server, "POST", "/api/analyses", {"top": 0})[0] == 400
+
+
+class SlowReviewEngine:
+    """A stand-in for the review's analysis engine (play.api.Engine): one answer each time it is let go."""
+
+    def __init__(self) -> None:
+        from play.queries import EngineSettings
+
+        self.settings = EngineSettings()
+        self.go = threading.Semaphore(0)
+
+    def answers(self, queries):
+        for query in queries:
+            for ply in query["analyze_plies"]:
+                self.go.acquire(timeout=10)
+                yield {"id": query["id"], "ply": ply, "move": "9-13", "side": "black", "score": 0.5, "proven": None,
+                       "wdl": {"win": 0.3, "draw": 0.4, "loss": 0.3}}
+
+
+def test_one_review_a_client_bounded_per_address_stoppable_and_stopped_when_nobody_asks(engine):
+    limits = Limits(max_jobs_per_address=2, job_idle_seconds=0.5)
+    with serving(engine, limits) as srv:
+        slow = SlowReviewEngine()
+        srv.board._make_analysis_engine = lambda: slow
+        cookie = {"Content-Type": "application/json", "Cookie": f"checkers_zero_session={'a' * 32}"}
+        pdn = {"pdn": "1. 11-15 23-19 2. 8-11 22-17 *"}
+
+        def review(headers=cookie):
+            host, port = srv.server_address[:2]
+            conn = http.client.HTTPConnection(host, port, timeout=30)
+            conn.request("POST", "/api/reviews", json.dumps(pdn), headers)
+            res = conn.getresponse()
+            return res.status, json.loads(res.read())
+
+        status, job = review()
+        assert status == 200
+        slow.go.release()  # one position done: the progress shows it
+        deadline = time.monotonic() + 10
+        while call(srv, "GET", f"/api/reviews/{job['id']}")[1]["done"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert review() == (409, {"error": "a review of yours is running: stop it or wait for it first"})
+        other = {**cookie, "Cookie": f"checkers_zero_session={'b' * 32}"}
+        assert review(other)[0] == 200  # another client: waits its turn for the engine
+        status, answer = review({**cookie, "Cookie": f"checkers_zero_session={'c' * 32}"})
+        assert status == 429 and "most one address" in answer["error"]
+        assert call(srv, "POST", f"/api/reviews/{job['id']}/stop", {})[1]["id"] == job["id"]
+        slow.go.release()
+        job = wait_job(srv, "reviews", job)
+        assert job["state"] == "stopped" and job["review"] is None
+        # The second review, never asked about again, stops itself at its next position.
+        (second,) = [j for j in srv.board.jobs.values() if j.id != job["id"]]
+        time.sleep(limits.job_idle_seconds + 0.2)
+        slow.go.release()
+        deadline = time.monotonic() + 10
+        while not second.finished:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert second.state == "stopped" and "nobody asked about it" in second.error
+
+
+def test_the_jobs_kept_are_bounded_and_a_finished_one_makes_room(engine):
+    with serving(engine, Limits(max_jobs=1)) as srv:
+        slow = SlowReviewEngine()
+        srv.board._make_analysis_engine = lambda: slow
+        status, job = call(srv, "POST", "/api/reviews", {"pdn": "1. 11-15 *"})
+        assert status == 200
+        status, answer = call(srv, "POST", "/api/analyses", {"sims": 8}, client="127.0.0.2")
+        assert status == 503 and "the most it runs at once" in answer["error"]
+        call(srv, "POST", f"/api/reviews/{job['id']}/stop", {})
+        slow.go.release()
+        assert wait_job(srv, "reviews", job)["state"] == "stopped"
+        status, job = call(srv, "POST", "/api/analyses", {"sims": 8}, client="127.0.0.2")
+        assert status == 200
+        assert call(srv, "GET", f"/api/reviews/{job['id']}")[0] == 404  # an analysis, not a review
