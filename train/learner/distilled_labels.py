@@ -119,10 +119,27 @@ def chunk_path(store: Path, c: int) -> Path:
     return store / f"chunk-{c:05d}.npz"
 
 
-def _label_chunk(data: PretrainDataset, c: int, config: DistilledLabelConfig, evaluator, egdb: Egdb | None) \
-        -> dict[str, np.ndarray]:
+def teacher_wdl(evaluator, black: np.ndarray, white: np.ndarray, kings: np.ndarray, black_to_move: np.ndarray,
+                batch: int) -> np.ndarray:
+    """The teacher's win/draw/loss (float32 [n, 3]) for the side to move of each position, on the position alone
+    (no no-progress count, no repetition), `batch` positions a call."""
     from zero.net.encoding import NUM_PLANES, encode_batch
 
+    n = len(black)
+    wdl = np.zeros((n, 3), dtype=np.float32)
+    planes = np.zeros((batch, NUM_PLANES, 8, 8), dtype=np.float32)
+    zeros, ones = np.zeros(batch, np.uint8), np.ones(batch, np.uint8)
+    for start in range(0, n, batch):
+        end = min(start + batch, n)
+        m = end - start
+        encode_batch(black[start:end].astype(np.int64), white[start:end].astype(np.int64),
+                     kings[start:end].astype(np.int64), black_to_move[start:end], zeros[:m], ones[:m], planes[:m])
+        wdl[start:end] = evaluator.evaluate(planes[:m])[1]
+    return wdl
+
+
+def _label_chunk(data: PretrainDataset, c: int, config: DistilledLabelConfig, evaluator, egdb: Egdb | None) \
+        -> dict[str, np.ndarray]:
     a = data.arrays
     rows = np.arange(c * CHUNK_ROWS, min((c + 1) * CHUNK_ROWS, len(data)))
     chosen = np.zeros((len(rows), 6), dtype=np.int64)
@@ -139,17 +156,8 @@ def _label_chunk(data: PretrainDataset, c: int, config: DistilledLabelConfig, ev
         "walked": np.concatenate([np.zeros(len(kept), bool), np.ones(len(walked), bool)]),
     }
     n = len(cols["black"])
-    wdl = np.zeros((n, 3), dtype=np.float32)
-    planes = np.zeros((config.batch, NUM_PLANES, 8, 8), dtype=np.float32)
-    zeros, ones = np.zeros(config.batch, np.uint8), np.ones(config.batch, np.uint8)
-    for start in range(0, n, config.batch):
-        end = min(start + config.batch, n)
-        m = end - start
-        encode_batch(cols["black"][start:end].astype(np.int64), cols["white"][start:end].astype(np.int64),
-                     cols["kings"][start:end].astype(np.int64), cols["black_to_move"][start:end], zeros[:m],
-                     ones[:m], planes[:m])
-        wdl[start:end] = evaluator.evaluate(planes[:m])[1]
-    cols["wdl"] = wdl.astype(np.float16)
+    cols["wdl"] = teacher_wdl(evaluator, cols["black"], cols["white"], cols["kings"], cols["black_to_move"],
+                              config.batch).astype(np.float16)
     exact = np.full(n, NO_RESULT, np.int8)
     if egdb is not None:
         values = egdb.values(cols["black"], cols["white"], cols["kings"], cols["black_to_move"])
