@@ -68,8 +68,8 @@ def test_own_game_labels_are_the_quiet_positions_with_their_search_and_result(tm
         games = [actor.play_game(0, i) for i in range(6)]
         for game in games:
             writer.append_game(game)
-    labels, read = own_game_labels(ReplayReader(tmp_path), 10_000)
-    assert read == 6
+    labels, searched, read = own_game_labels(ReplayReader(tmp_path), 10_000)
+    assert read == 6 and searched is None
     quiet = [game for game in games for k in range(game.length)
              if not can_capture(int(game.positions.black[k]), int(game.positions.white[k]),
                                 int(game.positions.kings[k]), bool(game.positions.black_to_move[k]))]
@@ -153,3 +153,26 @@ def test_bad_settings_and_a_second_loop_are_refused_in_one_line(tmp_path):
         lock.close()
     assert busy.returncode == 2 and busy.stderr.count("\n") == 1 and "in use by another loop" in busy.stderr
     assert DistilledLoopConfig().positions > 0
+
+
+def test_with_a_teacher_its_values_are_the_labels_and_the_search_their_searched_scores(tmp_path, egdb4):
+    from train.learner.distilled_labels import teacher_wdl
+    from train.learner.distilled_training import DistilledTrainConfig, targets
+    from zero.net.inference import Evaluator
+
+    actor = AlphaBetaActor(AlphaBetaSelfPlayConfig(depth=2), load_eval(), "distilled", 0, egdb4)
+    with ReplayWriter(tmp_path, 0) as writer:
+        for i in range(3):
+            writer.append_game(actor.play_game(0, i))
+    alone, _, _ = own_game_labels(ReplayReader(tmp_path), 10_000)
+    teacher = Evaluator.from_checkpoint(device="cpu", threads=1)
+    labels, searched, _ = own_game_labels(ReplayReader(tmp_path), 10_000, teacher)
+    assert np.array_equal(labels["black"], alone["black"])
+    wdl = teacher_wdl(teacher, labels["black"], labels["white"], labels["kings"], labels["black_to_move"], 64)
+    assert np.allclose(labels["wdl"], wdl) and not np.allclose(labels["wdl"], alone["wdl"])
+    # The search scores, turned back into expected scores, are the search's values the labels alone hold.
+    assert np.allclose(1 / (1 + np.exp(-searched / 1000)), alone["wdl"][:, 0], atol=1e-3)
+    cfg = DistilledTrainConfig(result_weight=0.5, searched_weight=0.5)
+    teacher_value, target = targets(labels, cfg, searched)
+    result = (labels["result"] + 1) / 2
+    assert np.allclose(target, 0.25 * teacher_value + 0.25 * result + 0.5 * alone["wdl"][:, 0], atol=1e-3)

@@ -152,6 +152,7 @@ def _loop(args: argparse.Namespace) -> int:
     from train.learner.distilled_labels import DistilledLabelError
     from train.loop.distilled_loop import resolve_config, run_distilled_loop
     from zero.distilled.model import DistilledFileError
+    from zero.net.checkpoint import CheckpointError
     from zero.run.rundir import RunDir, RunDirError
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -159,7 +160,7 @@ def _loop(args: argparse.Namespace) -> int:
         cfg = resolve_config(RunDir(args.run), args.config, args.overrides + (
             [f"cycles={args.cycles}"] if args.cycles is not None else []))
         return run_distilled_loop(Path(args.run), cfg)
-    except (ConfigError, ValueError, DistilledFileError, DistilledLabelError, ReplayError, RunDirError,
-            RuntimeError, OSError) as exc:
+    except (ConfigError, ValueError, CheckpointError, DistilledFileError, DistilledLabelError, ReplayError,
+            RunDirError, RuntimeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

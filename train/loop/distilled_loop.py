@@ -59,6 +59,12 @@ class DistilledLoopConfig:
 
     # The evaluation generation 0 is: a file; "" = the shipped checkpoints/distilled.npz. Copied into the run.
     initial: str = ""
+    # The policy-value network whose value is a prior in the first generations' targets (a checkpoint or a run
+    # directory; "" = the shipped checkpoints/shipped.pt), and how many generations learn with it: its value,
+    # the game's result and the search's score (training.result_weight, then training.searched_weight) while
+    # the best's generation is below this, the result and the search's score alone from then on.
+    teacher: str = ""
+    teacher_generations: int = setting(2, low=0, high=1_000_000)
     cycles: int = setting(0, low=0, high=1_000_000)  # cycles to run (this command), 0 = until stopped
     positions: int = setting(500_000, low=1, high=1 << 40)  # self-play positions each cycle adds
     window: int = setting(2_000_000, low=1, high=1 << 40)  # the newest positions a candidate learns
@@ -165,16 +171,26 @@ def train_candidate(run: RunDir, cfg: DistilledLoopConfig, state: LoopState, say
     out = run.evaluation_candidate(state.cycle)
     if out.exists():
         return out
+    from zero.net.checkpoint import resolve_checkpoint
+    from zero.net.inference import Evaluator
+
     reader = ReplayReader(run.root)
-    labels, games = own_game_labels(reader, cfg.window)
+    teacher = None
+    if state.generation < cfg.teacher_generations:
+        teacher = resolve_checkpoint(cfg.teacher)
+    labels, searched, games = own_game_labels(
+        reader, cfg.window, None if teacher is None else Evaluator.from_checkpoint(
+            teacher, device="cpu", threads=cfg.training.threads))
     say(f"cycle {state.cycle} training: {len(labels['black']):,} quiet positions of {games:,} games, from "
-        f"generation {state.generation}")
+        f"generation {state.generation}" + ("" if teacher is None else f", {Path(teacher).name}'s values a prior"))
     made_from = {"parent": state.best.name, "parent_generation": state.generation, "cycle": state.cycle,
-                 "games": games, "positions": int(len(labels["black"])),
+                 "games": games, "positions": int(len(labels["black"])), "teacher": str(teacher or ""),
                  "store_positions": reader.total_positions(), "selfplay": to_dict(cfg.selfplay)}
-    held = train(labels, cfg.training, out, made_from, progress=False, initial=load_eval(state.best))
+    held = train(labels, cfg.training, out, made_from, progress=False, searched=searched,
+                 initial=load_eval(state.best))
     say(f"cycle {state.cycle} training: held out {held.positions:,} positions, loss {held.loss_vs_target:.4f} "
-        f"against their targets, {held.loss_vs_teacher:.4f} against the search alone")
+        f"against their targets, {held.loss_vs_teacher:.4f} against the " + ("search alone" if teacher is None else
+                                                                               "teacher alone"))
     return out
 
 
