@@ -667,6 +667,35 @@ def test_a_valid_chunk_copied_over_another_is_damage(tmp_path, column, chunk, ca
     assert [p for p in replay_buffer.check_store(tmp_path).problems if "/actors/1/" in p] == []
 
 
+def test_a_partly_filled_chunk_copied_over_another_is_damage(tmp_path, capsys):
+    # Before: actor 1's last, partly filled chunk copied over actor 0's (the newest rows, which the trainer
+    # samples), or its game table's chunk (all its games, in one chunk), and `replay check` said ok.
+    store = RunDir(tmp_path).replay_store
+    for actor, seeds in ((0, range(8)), (1, range(100, 108))):
+        with ReplayWriter(tmp_path, actor, commit_positions=1, chunk_rows=16, chunk_games=64) as writer:
+            for seed in seeds:
+                writer.append_game(record(seed))
+    assert replay_buffer.check_store(tmp_path).problems == []
+    commit = json.loads(_actor_zarr_json(tmp_path, 0).read_text())["attributes"]["commit"]
+    for column in ("positions/black", "games/seed", "games/pdn", "games/winner"):
+        table = column.split("/")[0]
+        rows = 16 if table == "positions" else 64
+        assert commit[table] % rows  # the last chunk is partly filled
+        chunk = f"c/{commit[table] // rows}"
+        damaged = store / "actors" / "0" / column / chunk
+        sound = damaged.read_bytes()
+        shutil.copyfile(store / "actors" / "1" / column / chunk, damaged)
+        report = replay_buffer.check_store(tmp_path)
+        assert report.problems == [f"{damaged}: committed rows are not the ones written: their checksum differs "
+                                   f"from the commit record's (a chunk copied or moved from elsewhere)"], report.problems
+        if table == "positions":
+            assert main_check(tmp_path, capsys) == 1
+        with pytest.raises(ReplayDamage, match=f"^{damaged}: "):  # what the loop and `selfplay` run first
+            replay_buffer.refuse_damaged_store(tmp_path)
+        damaged.write_bytes(sound)
+    assert replay_buffer.check_store(tmp_path).problems == []
+
+
 def test_a_store_written_before_checksums_checks_clean_and_gets_them(tmp_path):
     # A commit record without checksums (written by the code before them) is no damage; its writer's next
     # commit records those of every complete chunk, taken from the rows as they stand.

@@ -4,8 +4,10 @@ Layout (zarr v3, inside the run directory)::
 
     RUN/replay.zarr/                    root group (paths: zero.run.rundir), attributes: schema, policy_slots
         actors/<actor_id>/              one group per actor; only that actor's writer touches it
-            attributes["commit"]        {"games": G, "positions": P, "time": t, "checksums": ...}: the commit
-                                        record, with the CRC-32 of every complete chunk of committed rows
+            attributes["commit"]        {"games": G, "positions": P, "time": t, "checksums": ...,
+                                        "tail_checksums": ...}: the commit record, with the CRC-32 of every
+                                        complete chunk of committed rows and of the committed rows of the
+                                        last, partly filled one
             positions/<column>          one row per position (POSITION_SCHEMA), chunked by `chunk_rows`
             games/<column>              one row per game (GAME_SCHEMA), chunked by `chunk_games`
         reanalysis/<worker>/            a reanalyser's fresh targets for committed positions, under the same
@@ -46,7 +48,8 @@ stores chunks of fill values too), the game table tiles the committed rows, the 
 readable and the record's next seed index lies above every committed game's; and for `replay check`, every
 complete chunk of committed rows holds the checksum the record keeps for it (a chunk never changes once
 complete, so its checksum is written once, with the commit that completes it; a valid chunk copied over
-another decodes, and only the checksum tells). A group that is not intact is refused with the file named,
+another decodes, and only the checksum tells), and the committed rows of each last, partly filled chunk the
+one the record keeps for them (written anew with each commit): every committed byte is covered. A group that is not intact is refused with the file named,
 never written to or trained on. Writers and readers look only at what they read, so a command that writes to
 a store or trains on it first checks all of it as `replay check` does (`refuse_damaged_store`): damage in the
 oldest chunks, outside the training window, is refused too.
@@ -128,6 +131,10 @@ DEFAULT_CHUNK_ROWS = 4096
 DEFAULT_CHUNK_GAMES = 256
 # The commit record's key for the checksums of an actor's complete chunks (see table_problems).
 CHECKSUMS = "checksums"
+# ... and for those of the committed rows of each column's last, partly filled chunk ({table: {column: CRC}};
+# none where the committed rows end on a chunk's end): the newest rows, which the trainer samples, and most
+# often the whole game table, whose chunks hold many commits' games.
+TAIL_CHECKSUMS = "tail_checksums"
 
 
 class ReplayError(ValueError):
@@ -236,6 +243,10 @@ def _missing_chunks(array: zarr.Array, lo: int, hi: int) -> list[int]:
     return [c for c, there in zip(chunks, found) if not there]
 
 
+# A commit record written before the checksums of the last, partly filled chunks (TAIL_CHECKSUMS).
+NO_TAIL_CHECKSUMS = object()
+
+
 def chunk_checksum(rows: np.ndarray) -> int:
     """The CRC-32 of a chunk's rows as values (strings joined by NUL), whatever codec stored them."""
     if rows.dtype.kind in "OUT":
@@ -243,33 +254,42 @@ def chunk_checksum(rows: np.ndarray) -> int:
     return zlib.crc32(np.ascontiguousarray(rows).tobytes())
 
 
-def _checksum_problems(array: zarr.Array, where: Path, sums, committed: int, decode: bool) -> list[tuple[Path, str]]:
+def _checksum_problems(array: zarr.Array, where: Path, sums, committed: int, decode: bool,
+                       tail=NO_TAIL_CHECKSUMS) -> list[tuple[Path, str]]:
     """What is wrong with a column's checksums in its writer's commit record (`sums`: one per complete chunk of
-    committed rows, in order; None for a record written before them), and with decode, with its complete
-    chunks against them. A chunk copied over another, or two swapped, decodes: only its checksum tells."""
-    if sums is None:
-        return []
+    committed rows, in order; None for a record written before them; `tail`: that of the committed rows of
+    the last, partly filled chunk, NO_TAIL_CHECKSUMS for a record written before those), and with decode,
+    with its chunks against them. A chunk copied over another, or two swapped, decodes: only its checksum
+    tells."""
     rows = array.chunks[0]
-    if not isinstance(sums, list) or len(sums) > committed // rows or \
-            not all(type(value) is int for value in sums):
-        record = _array_dir(array).parent.parent / "zarr.json"  # the table's group's: its writer's commit record
+    record = _array_dir(array).parent.parent / "zarr.json"  # the table's group's: its writer's commit record
+    partial = committed % rows and tail is not NO_TAIL_CHECKSUMS
+    if (sums is not None and (not isinstance(sums, list) or len(sums) > committed // rows
+                              or not all(type(value) is int for value in sums))) \
+            or (partial and type(tail) is not int):
         return [(record, f"the commit record's checksums of {where.parent.name} are damaged")]
     if not decode:
         return []
-    return [(_chunk_file(array, k), "committed rows are not the ones written: their checksum differs from the "
-                                    "commit record's (a chunk copied or moved from elsewhere)")
-            for k, expected in enumerate(sums) if chunk_checksum(array[k * rows:(k + 1) * rows]) != expected]
+    damaged = "committed rows are not the ones written: their checksum differs from the commit record's (a " \
+              "chunk copied or moved from elsewhere)"
+    problems = [(_chunk_file(array, k), damaged) for k, expected in enumerate(sums or [])
+                if chunk_checksum(array[k * rows:(k + 1) * rows]) != expected]
+    if partial and chunk_checksum(array[committed // rows * rows:committed]) != tail:
+        problems.append((_chunk_file(array, committed // rows), damaged))
+    return problems
 
 
 def table_problems(base: Path, schema: dict, arrays: dict[str, zarr.Array], committed: int, done: int,
-                   decode: bool = False, sums: dict | None = None) -> tuple[list[tuple[Path, str]], bool]:
+                   decode: bool = False, sums: dict | None = None, tails=NO_TAIL_CHECKSUMS
+                   ) -> tuple[list[tuple[Path, str]], bool]:
     """What is wrong with one table of columns that grow together (`arrays`, in folder `base`), as (file,
     what) pairs, and whether its committed rows can be read: every column has the schema's dtype and row
     shape, one chunk length, and at least the `committed` rows in whole chunks (a longer column holds
     scratch rows); every chunk holding rows `done` .. committed - 1 exists (the writer stores every chunk,
     so a missing one was lost, and zarr would read it back as fill values), and with `decode` every chunk
-    of committed rows decodes and every complete one holds the checksum `sums` gives its column (the commit
-    record's, where the table's writer keeps them)."""
+    of committed rows decodes and every complete one holds the checksum `sums` gives its column, and the
+    committed rows of the last, partly filled one the checksum `tails` gives it (the commit record's, where
+    the table's writer keeps them)."""
     problems: list[tuple[Path, str]] = []
     readable = True
     chunk = None
@@ -299,9 +319,11 @@ def table_problems(base: Path, schema: dict, arrays: dict[str, zarr.Array], comm
         if found:
             problems.append((found[0], f"committed rows cannot be read ({type(found[1]).__name__}: {found[1]})"))
             readable = False
-        elif sums is not None:
-            problems += _checksum_problems(array, where, sums.get(name) if isinstance(sums, dict) else [None],
-                                           committed, decode)
+        elif sums is not None or tails is not NO_TAIL_CHECKSUMS:
+            problems += _checksum_problems(
+                array, where, None if sums is None else sums.get(name) if isinstance(sums, dict) else [None],
+                committed, decode,
+                tails if tails is NO_TAIL_CHECKSUMS else tails.get(name) if isinstance(tails, dict) else None)
     return problems, readable
 
 
@@ -320,7 +342,7 @@ GAME_TABLE_COLUMNS = ("game_id", "first_row", "length", "commit_time", "seed_ind
 
 def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Array], int, int],
                      positions: tuple[dict[str, zarr.Array], int, int], next_seed_index: int,
-                     decode: bool = False, sums: dict | None = None
+                     decode: bool = False, sums: dict | None = None, tails=NO_TAIL_CHECKSUMS
                      ) -> tuple[list[tuple[Path, str]], dict[str, np.ndarray]]:
     """What is wrong with an actor's group, as (file, what) pairs: THE definition of intact that the writer
     (on opening), the reader (on each refresh, for what was committed since) and `replay check` (all of it,
@@ -334,7 +356,10 @@ def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Arra
         chunk, so a missing one was lost, and zarr would read it back as fill values;
       * with decode, every complete chunk of committed rows holds the checksum the commit record gives it
         (`sums`, the record's "checksums": {table: {column: [one per complete chunk]}}; a record written
-        before them has none, and chunks past its lists are not held to one);
+        before them has none, and chunks past its lists are not held to one), and the committed rows of the
+        last, partly filled chunk of every column the one `tails` gives them (the record's TAIL_CHECKSUMS:
+        {table: {column: CRC}}; NO_TAIL_CHECKSUMS for a record written before them): so every committed
+        row, the newest and the game table's included, is held to a checksum;
       * the new games are this actor's next ones in order, each with a commit time, starting where the
         one before ended and the last ending at the committed positions: a commit record counting more
         than was written shows as games of fill values here;
@@ -351,8 +376,12 @@ def _intact_problems(base: Path, actor_id: int, games: tuple[dict[str, zarr.Arra
         if sums is not None and not isinstance(sums, dict):
             problems.append((base / "zarr.json", "the commit record's checksums are damaged"))
             sums = None
+        if tails is not NO_TAIL_CHECKSUMS and not isinstance(tails, dict):
+            problems.append((base / "zarr.json", "the commit record's checksums are damaged"))
+            tails = {}
         found, table_readable = table_problems(base / table_name, schema, arrays, committed, done, decode,
-                                               (sums or {}).get(table_name, {}))
+                                               (sums or {}).get(table_name, {}),
+                                               tails if tails is NO_TAIL_CHECKSUMS else tails.get(table_name, {}))
         problems += found
         readable = readable and table_readable
     if not readable:
@@ -537,6 +566,7 @@ class ChunkedColumns:
                 self.sums[name] = have + [chunk_checksum(array[k * self.chunk:(k + 1) * self.chunk])
                                           for k in range(len(have), complete)]
         self._sealing: dict[str, list[int]] = {}
+        self._tail_sums: dict[str, int] = {}
 
     def grow(self, end: int) -> list:
         """Coroutines growing (in whole chunks) the arrays shorter than `end` rows."""
@@ -552,10 +582,14 @@ class ChunkedColumns:
             padded_len = _round_up(len(data), self.chunk)
             if padded_len > len(data):
                 data = np.concatenate([data, _empty_column(dtype, row_shape, padded_len - len(data))])
-            if self.sums is not None:  # the checksums of the chunks these rows complete
+            if self.sums is not None:  # the checksums of the chunks these rows complete, and of the rows after
+                end = len(self.tail[name]) + len(new[name])
                 self._sealing[name] = [chunk_checksum(data[k:k + self.chunk])
-                                       for k in range(0, len(self.tail[name]) + len(new[name]) - self.chunk + 1,
-                                                      self.chunk)]
+                                       for k in range(0, end - self.chunk + 1, self.chunk)]
+                if end % self.chunk:
+                    self._tail_sums[name] = chunk_checksum(data[end // self.chunk * self.chunk:end])
+                else:
+                    self._tail_sums.pop(name, None)
             writes.append(array.async_array.setitem(slice(self.tail_start, self.tail_start + padded_len), data))
         return writes
 
@@ -563,6 +597,11 @@ class ChunkedColumns:
         """The checksums of every complete chunk once the rows last written are committed: what the commit
         record holds (see `table_problems`)."""
         return {name: self.sums[name] + self._sealing.get(name, []) for name in self.arrays}
+
+    def sealed_tail(self) -> dict[str, int]:
+        """The checksums of the committed rows of each column's last, partly filled chunk once the rows last
+        written are committed (none where they end on a chunk's end): the record's TAIL_CHECKSUMS."""
+        return dict(self._tail_sums)
 
     def put(self, committed: int, new: dict[str, np.ndarray]) -> None:
         """Grow the arrays and write `new` rows at index `committed`, waiting for both (nothing is committed
@@ -765,7 +804,8 @@ class ReplayWriter(StoreWriter):
                    _open_arrays(self.group_dir / "positions", POSITION_SCHEMA, None, self.committed_positions))
         _refuse_damage(_intact_problems(self.group_dir, self.actor_id, (written[0], self.committed_games, 0),
                                         (written[1], self.committed_positions, 0), self.next_seed_index,
-                                        sums=commit.get(CHECKSUMS))[0])
+                                        sums=commit.get(CHECKSUMS),
+                                        tails=commit.get(TAIL_CHECKSUMS, NO_TAIL_CHECKSUMS))[0])
         positions, games = self._group.require_group("positions"), self._group.require_group("games")
         sums = commit.get(CHECKSUMS) if isinstance(commit.get(CHECKSUMS), dict) else {}
         self._rows = ChunkedColumns(positions, POSITION_SCHEMA, chunk_rows, self.committed_positions,
@@ -843,7 +883,8 @@ class ReplayWriter(StoreWriter):
         # The commit: one atomic replacement of the actor group's zarr.json (see the module doc).
         commit = {"games": new_games, "positions": new_positions, "time": commit_time,
                   "next_seed_index": next_seed_index,
-                  CHECKSUMS: {"positions": self._rows.sealed(), "games": self._games.sealed()}}
+                  CHECKSUMS: {"positions": self._rows.sealed(), "games": self._games.sealed()},
+                  TAIL_CHECKSUMS: {"positions": self._rows.sealed_tail(), "games": self._games.sealed_tail()}}
         if self._lock.generation:
             commit["generation"] = self._lock.generation
         self._group.attrs.update({"commit": commit})
@@ -1203,7 +1244,8 @@ def _check_actor(base: Path, actor_id: int, report: StoreCheck) -> tuple[int, in
     games, positions, next_seed_index = _commit_counts(commit, base)
     found, _ = _intact_problems(base, actor_id, (_open_arrays(base / "games", GAME_SCHEMA, None, games), games, 0),
                                 (_open_arrays(base / "positions", POSITION_SCHEMA, None, positions), positions, 0),
-                                next_seed_index, decode=True, sums=commit.get(CHECKSUMS))
+                                next_seed_index, decode=True, sums=commit.get(CHECKSUMS),
+                                tails=commit.get(TAIL_CHECKSUMS, NO_TAIL_CHECKSUMS))
     for problem in found:
         report.found(problem)
     return games, positions
