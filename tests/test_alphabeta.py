@@ -69,6 +69,32 @@ def test_the_search_equals_minimax_on_game_positions_with_captures_and_kings(eva
     assert move in pos.legal_moves()
 
 
+THREATS_ONLY = Selectivity(reductions=0, deeper_cuts=False, threat_extensions=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6), plies=st.integers(0, 90), depth=st.integers(1, 3))
+def test_threat_extensions_equal_the_minimax_that_looks_past_threatened_leaves(seed, plies, depth):
+    pos = random_position(seed, plies)
+    if not pos.legal_moves():
+        return
+    for use_ordering in (True, False):
+        player = distilled_player(depth, THREATS_ONLY, seed=seed, use_tt=False, use_ordering=use_ordering)
+        _, score, _ = player.search(pos)
+        assert score == ref.minimax(pos, depth, distilled_leaf, threat_extensions=2)
+
+
+@pytest.mark.parametrize("fen", ["B:WK1,18,24,25,26,28,30:B4,7,8,10,11,13", "B:WK4,15,20,23,25,26,29:B3,5,6,7,12"])
+def test_a_threatened_leaf_is_searched_a_ply_deeper(fen):
+    """In these positions some of depth 1's leaves are threatened with a capture: the extended search's score
+    is the minimax that looks a ply past them, and not the plain one's."""
+    pos = fen_to_position(fen)
+    plain = distilled_player(1).search(pos)[1]
+    extended = distilled_player(1, THREATS_ONLY).search(pos)[1]
+    assert plain == ref.minimax(pos, 1, distilled_leaf)
+    assert extended == ref.minimax(pos, 1, distilled_leaf, threat_extensions=2) != plain
+
+
 @pytest.mark.parametrize("evaluation", EVALUATIONS)
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10**6), plies=st.integers(0, 80), depth=st.integers(1, 6))

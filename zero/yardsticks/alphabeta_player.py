@@ -40,13 +40,16 @@ class Selectivity:
     reductions: int = setting(2, low=0, high=4)  # plies a late quiet move is searched less deep (0: none)
     reduce_after: int = setting(2, low=1, high=64)  # moves of a node searched at full depth before reducing
     deeper_cuts: bool = True  # a table entry searched deeper than asked cuts too (else only at its own depth)
+    # A leaf whose side to move is threatened with a capture is searched a ply deeper (at most
+    # alphabeta_search.MOST_EXTENSIONS times a line): a static evaluation cannot see whether the threat is met.
+    threat_extensions: bool = True
 
     def __post_init__(self) -> None:
         check_settings(self)
 
     @classmethod
     def none(cls) -> "Selectivity":
-        return cls(reductions=0, deeper_cuts=False)
+        return cls(reductions=0, deeper_cuts=False, threat_extensions=False)
 
 
 class AlphaBetaSearchPlayer(SearchingPlayer):
@@ -100,6 +103,7 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
         counters[ab.C_REDUCTIONS] = self.selectivity.reductions
         counters[ab.C_REDUCE_AFTER] = self.selectivity.reduce_after
         counters[ab.C_DEEPER_CUTS] = int(self.selectivity.deeper_cuts)
+        counters[ab.C_THREAT_EXTENSIONS] = int(self.selectivity.threat_extensions)
         self.last_score: int | None = None  # of the last searched move, for the side that moved
         self.last_nodes = 0
         self.last_depth = 0  # depth of the iteration the last move came from

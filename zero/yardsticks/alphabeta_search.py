@@ -31,7 +31,9 @@ switched off (use_tt, use_ordering) to show that they change nothing but the spe
 exactness for depth (zero.yardsticks.alphabeta_player.Selectivity, off for the classical yardstick and the
 tests that hold the search to the minimax): late move reductions (C_REDUCTIONS plies less for a late quiet
 move, searched again at full depth when it beats alpha: _reduction, _open_child) and entries searched deeper
-than asked cutting too (C_DEEPER_CUTS).
+than asked cutting too (C_DEEPER_CUTS). A third looks further where the evaluation is blind: a leaf whose side
+to move is threatened with a capture is searched one ply deeper, at most MOST_EXTENSIONS times a line
+(C_THREAT_EXTENSIONS; the minimax of zero.yardsticks.classical_reference with threat_extensions is its twin).
 
 The search is iterative with an explicit stack (search_root says how it maps onto the recursion): a
 self-recursive kernel crashed when numba loaded it from its cache (numba 0.68), and compiling one afresh
@@ -57,7 +59,8 @@ INFINITY = 2 * WIN_SCORE
 # node so that the same position found at another ply gets its own distance.
 WIN_THRESHOLD = WIN_SCORE - 100_000
 MAX_DEPTH = 64
-# Plies a search may reach: the depth, then at most one capture a ply until the pieces run out.
+# Plies a search may reach: the depth, the threat extensions (MOST_EXTENSIONS), then at most one capture a ply
+# until the pieces run out.
 MAX_PLY = MAX_DEPTH + 26
 
 # Columns of a table entry. A slot holds one position; KEY packs the kings, the side to move and the
@@ -68,8 +71,11 @@ EXACT, LOWER, UPPER = 0, 1, 2
 
 # The counters and settings of one search (an int64 array the caller owns).
 C_NODES, C_MAX_NODES, C_ABORTED, C_ROOT_ROW, C_ROOT_SCORE, C_GENERATION, C_USE_TT, C_USE_ORDERING = range(8)
-C_TT_CUTS, C_DB_HITS, C_REDUCTIONS, C_REDUCE_AFTER, C_DEEPER_CUTS = 8, 9, 10, 11, 12
-COUNTERS = 13
+C_TT_CUTS, C_DB_HITS, C_REDUCTIONS, C_REDUCE_AFTER, C_DEEPER_CUTS, C_THREAT_EXTENSIONS = 8, 9, 10, 11, 12, 13
+COUNTERS = 14
+# Plies a line may be extended for threats (C_THREAT_EXTENSIONS): the stack holds the depth, the captures the
+# pieces allow, and these.
+MOST_EXTENSIONS = 2
 
 _HASH_ORDER = 1 << 50
 _CAPTURE_ORDER = 1 << 40
@@ -130,8 +136,8 @@ def database_value(black, white, kings, black_to_move, ply, tables):
 
 # Columns of a search frame, one row a ply (the explicit stack).
 (P_BLACK, P_WHITE, P_KINGS, P_DEPTH, P_ALPHA, P_BETA, P_ALPHA0, P_BEST, P_BEST_ROW, P_COUNT, P_NEXT, P_CAPTURE,
- P_SLOT, P_USE_TT, P_ROW, P_FULL_WINDOW, P_REDUCED) = range(17)
-FRAME_FIELDS = 17
+ P_SLOT, P_USE_TT, P_ROW, P_FULL_WINDOW, P_REDUCED, P_EXTENDED) = range(18)
+FRAME_FIELDS = 18
 _ENTER, _NEXT, _RETURN = 0, 1, 2
 
 
@@ -175,10 +181,18 @@ def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, histor
         return True, 0
     buf = moves[ply]
     if ply > 0 and depth <= 0 and not can_capture(black, white, kings, btm):
-        # A quiet leaf: counting its moves (a few popcounts) is all it needs of them.
-        if count_moves(black, white, kings, btm, True, buf) == 0:
-            return True, -(WIN_SCORE - ply)
-        return True, _quiet_value(black, white, kings, btm, ply, counters, evaluation, work, tables)
+        if (depth == 0 and counters[C_THREAT_EXTENSIONS] != 0 and f[P_EXTENDED] < MOST_EXTENSIONS
+                and can_capture(black, white, kings, not btm)):
+            # A leaf whose side to move is threatened with a capture: its evaluation cannot see whether the
+            # threat is met, one ply more can (a move that defends, or a counter-threat).
+            depth = 1
+            f[P_DEPTH] = 1
+            f[P_EXTENDED] += 1
+        else:
+            # A quiet leaf: counting its moves (a few popcounts) is all it needs of them.
+            if count_moves(black, white, kings, btm, True, buf) == 0:
+                return True, -(WIN_SCORE - ply)
+            return True, _quiet_value(black, white, kings, btm, ply, counters, evaluation, work, tables)
     n = generate(black, white, kings, btm, True, buf)
     if n == 0:
         return True, -(WIN_SCORE - ply)
@@ -261,6 +275,7 @@ def _open_child(ply, btm, frames, moves, full_window, reduction, evaluation, wor
                           or can_capture(c[P_BLACK], c[P_WHITE], c[P_KINGS], not btm)):
         reduction = 0
     c[P_DEPTH] = f[P_DEPTH] - 1 - reduction
+    c[P_EXTENDED] = f[P_EXTENDED]
     c[P_BETA] = -f[P_ALPHA]
     c[P_ALPHA] = -f[P_BETA] if full_window else -f[P_ALPHA] - 1
     f[P_FULL_WINDOW] = full_window
@@ -350,6 +365,7 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
     f = frames[0]
     f[P_BLACK], f[P_WHITE], f[P_KINGS], f[P_DEPTH] = black, white, kings, depth
     f[P_ALPHA], f[P_BETA] = -INFINITY, INFINITY
+    f[P_EXTENDED] = 0
     if is_distilled(evaluation):
         dk.refresh(black, white, kings, evaluation[1], evaluation[2], work[1][0])
     ply = 0

@@ -130,9 +130,10 @@ def database_value(pos: Position, ply: int, egdb: Egdb | None) -> int | None:
 
 
 def minimax(pos: Position, depth: int, leaf: Callable[[Position], int], egdb: Egdb | None = None,
-            ply: int = 0) -> int:
+            ply: int = 0, threat_extensions: int = 0) -> int:
     """Full-width negamax score for the side to move, by the search's rules (no pruning at all); `leaf` scores
-    a quiet leaf for its side to move."""
+    a quiet leaf for its side to move. threat_extensions: how many times a line may look one ply past a leaf
+    whose side to move is threatened with a capture (the search's threat extensions), 0 for never."""
     moves = pos.legal_moves()
     if not moves:
         return -(WIN_SCORE - ply)
@@ -140,7 +141,10 @@ def minimax(pos: Position, depth: int, leaf: Callable[[Position], int], egdb: Eg
         value = database_value(pos, ply, egdb)
         if value is not None:
             return value
-        if depth <= 0:
+        threats = Position(pos.black, pos.white, pos.kings, not pos.black_to_move).legal_moves()
+        if depth == 0 and threat_extensions > 0 and threats and threats[0].is_capture:
+            depth, threat_extensions = 1, threat_extensions - 1
+        elif depth <= 0:
             return leaf(pos)
-    return max(-minimax(pos.play(m), depth - 1, leaf, egdb, ply + 1) for m in moves)
+    return max(-minimax(pos.play(m), depth - 1, leaf, egdb, ply + 1, threat_extensions) for m in moves)
 
