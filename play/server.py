@@ -18,7 +18,13 @@ API (every body is a JSON object; unknown fields are refused):
     POST /api/games/ID/draw         offer a draw, on the person's turn -> state with "draw_accepted"
     POST /api/games/ID/resign       -> state
     GET  /api/games/ID/pdn          the record as a PDN file
-A request that is malformed (400), names no game (404), is not possible now (409) or plays an illegal
+    POST /api/line                  {fen?, moves?: [MOVE]} -> the positions and legal moves along them
+    POST /api/pdn                   {pdn: TEXT} -> the games of a PDN file (and those that cannot be read)
+    POST /api/analyses              {fen?, moves?, sims?, top?} -> a live analysis (play.analysis_board)
+    GET  /api/analyses/ID           how far it is, its latest answer   (POST .../stop stops it)
+    POST /api/reviews               {pdn, game?} or {fen?, moves}, sims? -> a review of one game
+    GET  /api/reviews/ID            how far it is, the review when done   (POST .../stop stops it)
+docs/play.md gives every body and status. A request that is malformed (400), names no game (404), is not possible now (409) or plays an illegal
 move (422) gets that status and {"error": message}; the game is left as it was. POSTs must be sent as
 application/json (415 otherwise) and the Host must name this machine (403): other web sites the person
 visits cannot then drive the game through their browser, whatever address the server is bound to.
@@ -38,6 +44,10 @@ Limits (`Limits`), so that one client cannot take the server from the others:
   the slots one address cannot hold; a browser on the program's own address counts as a client of its own and
   finds room a minute later unless the program plays in every game it holds. Every program on this machine
   is one address, and a person's game is kept safe by being in use.
+- Analyses and reviews: one of each running a client, `max_jobs_per_address` running an address,
+  `max_jobs` kept (429, 429, 503); each search at most MAX_SIMULATIONS simulations a position, and one
+  nobody polls for `job_idle_seconds` stops (play.analysis_board). The page polls them rather than holding
+  a stream open: each poll is a short request under the limits below, like any other.
 - Connections: one request each (HTTP/1.0). Until its request (line, headers and the body its one
   Content-Length announces) is all in, a connection costs a buffer that one thread reads, not a thread of its
   own; it is closed after `connection_timeout` seconds without a byte, or `request_deadline` seconds after it
@@ -172,8 +182,8 @@ def _budget(fields: dict[str, Any]) -> tuple[str | None, Budget]:
     level, sims = fields.get("level"), fields.get("sims")
     if level is not None and sims is not None:
         raise ApiError(400, "give either level or sims, not both")
-    if sims is not None and not 1 <= sims <= MAX_SIMULATIONS:
-        raise ApiError(400, f"sims must be between 1 and {MAX_SIMULATIONS}")
+    if sims is not None:
+        _simulations(fields, sims)
     if level is not None and level not in LEVELS:
         raise ApiError(400, f"unknown level {level!r}; levels: {', '.join(LEVELS)}")
     if sims is not None:
@@ -665,6 +675,7 @@ def _move_texts(fields: dict[str, Any]) -> list[str]:
 
 
 def _simulations(fields: dict[str, Any], default: int) -> int:
+    """The body's sims (a search's simulations), or `default`; at most MAX_SIMULATIONS."""
     sims = fields.get("sims", default)
     if not 1 <= sims <= MAX_SIMULATIONS:
         raise ApiError(400, f"sims must be between 1 and {MAX_SIMULATIONS}")
