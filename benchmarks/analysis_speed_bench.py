@@ -7,13 +7,18 @@ calls in flight (SearchConfig.threads, `--threads` of play and analyze).
 
 Every search starts with an empty evaluation cache (a new engine, as a fresh `checkers-zero analyze` has),
 after one warm-up search has compiled the kernels and started the backend. The models take turns, one
-search each, so that a change of load falls on all alike.
+search each, so that a change of load falls on all alike. Beside the simulations in the time, each line gives
+the simulations a second of this process's CPU time: a figure that a loaded machine changes little, so that
+two commits measured on different days, or beside other work, compare (issue 85's regression hunt: the
+wall-clock counts of one commit ranged 7,000-13,600 at 0.5 s as the machine's load moved, its CPU rate 21,000-
+23,900).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -53,12 +58,16 @@ def main() -> None:
         Engine(evaluator, checkpoint, config).analyse(Game(), Budget(seconds=0.3))  # warm-up
     for seconds in args.seconds:
         sims: dict[str, list[int]] = {name: [] for name in players}
+        cpu: dict[str, list[float]] = {name: [] for name in players}
         for _ in range(args.repeat):
             for name, (checkpoint, evaluator, config) in players.items():
                 engine = Engine(evaluator, checkpoint, config)
+                started = time.process_time()
                 sims[name].append(engine.analyse(Game(), Budget(seconds=seconds)).simulations)
+                cpu[name].append(sims[name][-1] / max(time.process_time() - started, 1e-9))
         for name, counts in sims.items():
-            print(f"{name:<36} {seconds:g} s a move: simulations {counts}, mean {np.mean(counts):.0f}")
+            print(f"{name:<36} {seconds:g} s a move: simulations {counts}, mean {np.mean(counts):.0f}; "
+                  f"{np.mean(cpu[name]):,.0f} a CPU second")
     for name, (_, evaluator, _) in players.items():
         if evaluator.precision == "int8":
             print(f"{name}: {evaluator.near_ties / max(1, evaluator.positions):.1%} of the positions evaluated "

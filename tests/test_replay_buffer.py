@@ -641,16 +641,21 @@ def test_a_commit_record_that_overstates_the_data_is_refused(tmp_path, counts, d
     _assert_refused_everywhere(tmp_path, RunDir(tmp_path).replay_store / "actors" / "0" / damaged, capsys)
 
 
+def _two_actors_store(run: Path, chunk_games: int) -> Path:
+    """A store of two actors' 8 games each, committed one at a time in chunks of 16 rows; checks clean."""
+    for actor, seeds in ((0, range(8)), (1, range(100, 108))):
+        with ReplayWriter(run, actor, commit_positions=1, chunk_rows=16, chunk_games=chunk_games) as writer:
+            for seed in seeds:
+                writer.append_game(record(seed))
+    assert replay_buffer.check_store(run).problems == []
+    return RunDir(run).replay_store
+
+
 @pytest.mark.parametrize("column, chunk", [("positions/root_value", "c/3"), ("positions/policy_actions", "c/1/0"),
                                            ("games/pdn", "c/0")])
 def test_a_valid_chunk_copied_over_another_is_damage(tmp_path, column, chunk, capsys):
     # Before: actors/1/positions/root_value/c/3 copied over actors/0/... decoded, and `replay check` said ok.
-    store = RunDir(tmp_path).replay_store
-    for actor, seeds in ((0, range(8)), (1, range(100, 108))):
-        with ReplayWriter(tmp_path, actor, commit_positions=1, chunk_rows=16, chunk_games=2) as writer:
-            for seed in seeds:
-                writer.append_game(record(seed))
-    assert replay_buffer.check_store(tmp_path).problems == []
+    store = _two_actors_store(tmp_path, chunk_games=2)
     damaged = store / "actors" / "0" / column / chunk
     shutil.copyfile(store / "actors" / "1" / column / chunk, damaged)
     report = replay_buffer.check_store(tmp_path)
@@ -670,12 +675,7 @@ def test_a_valid_chunk_copied_over_another_is_damage(tmp_path, column, chunk, ca
 def test_a_partly_filled_chunk_copied_over_another_is_damage(tmp_path, capsys):
     # Before: actor 1's last, partly filled chunk copied over actor 0's (the newest rows, which the trainer
     # samples), or its game table's chunk (all its games, in one chunk), and `replay check` said ok.
-    store = RunDir(tmp_path).replay_store
-    for actor, seeds in ((0, range(8)), (1, range(100, 108))):
-        with ReplayWriter(tmp_path, actor, commit_positions=1, chunk_rows=16, chunk_games=64) as writer:
-            for seed in seeds:
-                writer.append_game(record(seed))
-    assert replay_buffer.check_store(tmp_path).problems == []
+    store = _two_actors_store(tmp_path, chunk_games=64)
     commit = json.loads(_actor_zarr_json(tmp_path, 0).read_text())["attributes"]["commit"]
     for column in ("positions/black", "games/seed", "games/pdn", "games/winner"):
         table = column.split("/")[0]
