@@ -44,8 +44,8 @@ Limits (`Limits`), so that one client cannot take the server from the others:
   the slots one address cannot hold; a browser on the program's own address counts as a client of its own and
   finds room a minute later unless the program plays in every game it holds. Every program on this machine
   is one address, and a person's game is kept safe by being in use.
-- Analyses and reviews: one of each running a client, `max_jobs_per_address` running an address,
-  `max_jobs` kept (429, 429, 503); each search at most MAX_SIMULATIONS simulations a position, and one
+- Analyses and reviews: a client runs one review at a time (409) and one analysis (its new one stops its
+  last), an address `max_jobs_per_address` at once (429), the server keeps `max_jobs` (503); each search at most MAX_SIMULATIONS simulations a position, and one
   nobody polls for `job_idle_seconds` stops (play.analysis_board). The page polls them rather than holding
   a stream open: each poll is a short request under the limits below, like any other.
 - Connections: one request each (HTTP/1.0). Until its request (line, headers and the body its one

@@ -271,6 +271,15 @@ def test_a_pasted_fen_gets_the_engines_lines_and_a_move_played_from_there(page):
     page.click("#analyse")  # stop
     page.wait_for_function("!analysing")
     assert page.text_content("#analyse") == "Analyse"
+    # A position set up on the board: a click cycles a square through the pieces.
+    page.click("#setup")
+    for _ in range(2):
+        square(page, 1).click()  # empty, black man, black king
+    page.select_option("#setup-side", "W")
+    page.click("#setup-done")
+    page.wait_for_function("study && study.line.moves.length === 0 && !setup")
+    assert fen_pieces(page.evaluate("study.line.fen")) == {**fen_pieces(after), 1: "B"}
+    assert page.evaluate("study.line.fen").startswith("W:")
     page.click("#back-to-game")
     assert page.evaluate("study") is None
     assert page.errors == []

@@ -769,11 +769,7 @@ def test_one_review_a_client_bounded_per_address_stoppable_and_stopped_when_nobo
         pdn = {"pdn": "1. 11-15 23-19 2. 8-11 22-17 *"}
 
         def review(headers=cookie):
-            host, port = srv.server_address[:2]
-            conn = http.client.HTTPConnection(host, port, timeout=30)
-            conn.request("POST", "/api/reviews", json.dumps(pdn), headers)
-            res = conn.getresponse()
-            return res.status, json.loads(res.read())
+            return call(srv, "POST", "/api/reviews", pdn, headers=headers)
 
         status, job = review()
         assert status == 200
