@@ -24,12 +24,16 @@ from zero.distilled.model import load_eval
 from zero.endgames.egdb_build import largest_available
 from zero.rules.movegen import can_capture
 from zero.rules.game import Position
+from zero.run.data import data_file
 from zero.run.rundir import RunDir
 from zero.yardsticks import alphabeta_search as ab
 
+pytestmark = pytest.mark.skipif(data_file("openings/acf_3move_144.txt") is None or data_file("OCA_2.0.pdn") is None,
+                                reason="the ballot and OCA_2.0.pdn not found (set CHECKERS_ZERO_DATA)")
+
 TINY = ["positions=240", "window=240", "actors=2", "status_seconds=1", "selfplay.depth=2",
         "selfplay.commit_positions=16", "training.steps=5", "training.batch=64", "gate.budget=2",
-        "gate.confirm_budget=1", "gate.round_openings=2", "gate.processes=1", "gate.sprt.max_pairs=4",
+        "gate.confirm_budget=1", "gate.round_openings=4", "gate.processes=1", "gate.sprt.max_pairs=4",
         "gate.sprt.min_pairs=2"]
 
 
@@ -82,11 +86,33 @@ def test_own_game_labels_are_the_quiet_positions_with_their_search_and_result(tm
     for g in games:
         for b, w, kg, t, v, r in zip(g.positions.black, g.positions.white, g.positions.kings,
                                      g.positions.black_to_move, g.positions.root_value, g.results_for_side_to_move()):
-            expected.setdefault((int(b), int(w), int(kg), bool(t)), set()).add((round((float(v) + 1) / 2, 5), int(r)))
+            expected.setdefault((int(b), int(w), int(kg), bool(t)), set()).add(((float(v) + 1) / 2, int(r)))
     for k in range(len(labels["black"])):
         key = (int(labels["black"][k]), int(labels["white"][k]), int(labels["kings"][k]),
                bool(labels["black_to_move"][k]))
-        assert (round(float(labels["wdl"][k, 0]), 5), int(labels["result"][k])) in expected[key]
+        assert any(abs(labels["wdl"][k, 0] - value) < 1e-6 and labels["result"][k] == result
+                   for value, result in expected[key])
+
+
+def test_games_start_from_the_books_lines_or_the_ballot_with_random_plies_off_them(egdb4):
+    from zero.corpus.opening_book import ensure_book
+
+    book = ensure_book()
+    for share in (0.0, 1.0):
+        actor = AlphaBetaActor(AlphaBetaSelfPlayConfig(depth=1, book_share=share, random_plies=0), load_eval(),
+                               "distilled", 0, egdb4)
+        ballot = {" ".join(o.moves) for o in actor.openings}
+        for index in range(8):
+            opening = actor.play_game(0, index).opening
+            if share == 0.0:
+                assert opening in ballot
+                continue
+            pos = Position.initial()  # every move of the line is one the book holds there
+            for word in opening.split():
+                entry = {str(m): m for m in pos.legal_moves()}[word]
+                assert any((e.move_from, e.move_to, e.captured) == (entry.from_square, entry.to_square, entry.captured)
+                           for e in book.entries(pos))
+                pos = pos.play(entry)
 
 
 @pytest.mark.slow

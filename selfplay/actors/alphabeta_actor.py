@@ -5,7 +5,9 @@ The distilled evaluation learns here from its own games, as the alpha-beta engin
 from its bullet matches, KingsRow's from hundreds of millions of positions of its own games): a game is cheap
 (a fixed depth a move, a few thousand nodes), so a CPU plays millions of positions a day. Each game
 
-* starts from a ballot opening and a few random plies off it (`random_plies`), so that games differ;
+* starts from a line of the opening book (`book_share` of games: the experts' moves, each drawn by how often
+  they played it, for up to `book_plies` plies) or from a ballot opening, then a few random plies off it
+  (`random_plies`), so that games differ;
 * is played by the run's best distilled evaluation (the loop's best pointer, zero.run.rundir) at `depth` plies
   a move, ties broken by the game's seed;
 * ends by the rules, or at its first position of the endgame database (`database_adjudication`) with the
@@ -51,6 +53,11 @@ class AlphaBetaSelfPlayConfig:
     # 2026-12-06 own games).
     depth: int = setting(6, low=1, high=ab.MAX_DEPTH)
     openings: str = "openings/acf_3move_144.txt"  # ballot file (relative to the data folder, or absolute)
+    # Share of games that start from a line of the OCA opening book instead of a ballot opening: the experts'
+    # openings, each move drawn by the games that played it, for 4 to `book_plies` plies (fewer where the
+    # book ends).
+    book_share: float = setting(0.5, low=0, high=1)
+    book_plies: int = setting(16, low=4, high=60)
     # Random legal plies off the ballot opening, 0 to this many (uniform): 144 openings alone would repeat.
     random_plies: int = setting(4, low=0, high=40)
     database_adjudication: bool = True  # end a game at its first position of the largest database built
@@ -80,12 +87,35 @@ class AlphaBetaActor:
         self.generation = generation
         self.egdb = egdb
         self.openings = load_ballot(config.openings)
+        self.book = None
+        if config.book_share > 0:
+            from zero.corpus.opening_book import ensure_book
+
+            self.book = ensure_book()
         self.player = DistilledPlayer(depth=config.depth, evaluation=evaluation, egdb=egdb, seed=config.seed)
 
-    def _start(self, rng: np.random.Generator) -> tuple[Position, str]:
-        """The game's first position: a ballot opening and 0 to random_plies random legal plies off it."""
+    def _book_line(self, rng: np.random.Generator) -> tuple[Position, list[str]]:
+        """A line of the book from the start: each move drawn among the book's legal ones by their games."""
         pos, words = Position.initial(), []
-        if self.openings:
+        for _ in range(int(rng.integers(4, self.config.book_plies + 1))):
+            legal = {(m.from_square, m.to_square, m.captured): m for m in pos.legal_moves()}
+            entries = [(legal[key], e.games) for e in self.book.entries(pos)
+                       if (key := (e.move_from, e.move_to, e.captured)) in legal]
+            if not entries:
+                break
+            games = np.array([g for _, g in entries], np.float64)
+            move = entries[int(rng.choice(len(entries), p=games / games.sum()))][0]
+            pos = pos.play(move)
+            words.append(str(move))
+        return pos, words
+
+    def _start(self, rng: np.random.Generator) -> tuple[Position, str]:
+        """The game's first position: a line of the book or a ballot opening, and 0 to random_plies random
+        legal plies off it."""
+        pos, words = Position.initial(), []
+        if self.book is not None and rng.random() < self.config.book_share:
+            pos, words = self._book_line(rng)
+        elif self.openings:
             opening = self.openings[int(rng.integers(len(self.openings)))]
             pos = opening.start
             for move in opening.replay():
