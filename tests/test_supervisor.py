@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from train.loop.supervisor import FATAL_EXIT_CODE, Supervisor
+from train.loop.supervisor import FATAL_EXIT_CODE, Supervisor, below_the_loop
 
 
 def note_start(record: str) -> int:
@@ -171,3 +173,24 @@ def test_clean_exit_is_done_not_failed(supervised):
     sup, record = supervised(finish)
     assert run_until(sup, sup.all_done) == ["role finished"]
     assert sup.failed_roles() == [] and starts(record) == 1
+
+
+@pytest.mark.parametrize("setting, loop, niceness", [
+    (10, 0, 10), (3, 0, 3),  # a loop at the default priority: the setting itself
+    (10, 10, 15),  # under `nice -n 10`: halfway between the loop's 10 and the lowest, not 10 + 10 cut to 19
+    (0, 10, 10), (19, 10, 19), (10, 19, 19), (0, 19, 19),  # 0 is "as the loop", 19 "only idle cycles"
+])
+def test_a_roles_priority_is_set_below_the_loops_own_not_added_to_it(setting, loop, niceness):
+    assert below_the_loop(setting, loop) == niceness
+
+
+def test_a_role_says_on_the_console_at_what_priority_it_runs():
+    code = ("import os; from train.loop.supervisor import lower_priority; "
+            "print(lower_priority('gatekeeper', 10, 'gating.niceness'), os.nice(0))")
+    done = subprocess.run(["nice", "-n", "10", sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    loop = min(19, os.nice(0) + 10)
+    expected = below_the_loop(10, loop)
+    assert done.stdout.split() == [str(expected), str(expected)]
+    assert f"gatekeeper running at niceness {expected} (gating.niceness 10; the loop runs at {loop})" in done.stderr

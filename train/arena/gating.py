@@ -70,7 +70,8 @@ class GatingConfig:
     device: str = setting("auto", choices=("auto", "cpu", "cuda"))
     # CPU threads for the networks (the other cores: actors, trainer).
     torch_threads: int = setting(1, low=1, high=MOST_THREADS)
-    # The gatekeeper's process priority in the loop (os.nice: 0 = as the others, 19 = only idle cycles). On a
+    # The gatekeeper's process priority in the loop (os.nice's scale over the room below the loop's own
+    # priority: 0 = as the others, 19 = only idle cycles; train.loop.supervisor.below_the_loop). On a
     # 2-core machine an even share gave gating 69 % of a core, mostly for candidates it rejected, and the
     # actor 81 %; at 10 the actor had 97 %, and 60 CPU-minutes of the loop made 28 % more positions and a
     # network +25 (-3 .. +54) stronger (benchmarks/RESULTS.md, 2026-11-27). Gates still get the trainer's

@@ -34,7 +34,7 @@ from train.arena.ratings import REFERENCE, RatingsTable
 from train.learner.learning import TrainingDiverged
 from train.learner.trainer import Trainer, TrainerConfig, window_size
 from train.loop.cluster import ClusterConfig, ClusterError, RayRoles
-from train.loop.supervisor import FATAL_EXIT_CODE, Supervisor
+from train.loop.supervisor import FATAL_EXIT_CODE, Supervisor, lower_priority
 from zero.net.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 from zero.run.config import (
     MOST_PROCESSES, ConfigError, atomic_write_bytes, load_config, remove_leftover_temp_files, save_config, setting,
@@ -139,8 +139,9 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, request_stop)
-    log.info("gatekeeper running at niceness %d",
-             os.nice(cfg.gating.process_niceness(cuda=torch.cuda.is_available())))
+    cuda = torch.cuda.is_available()
+    lower_priority("gatekeeper", cfg.gating.process_niceness(cuda),
+                   "gating.gpu_niceness" if cfg.gating.on_gpu(cuda) else "gating.niceness")
     run = RunDir(run_dir)
     with stops_for_good("gatekeeper", BallotError, FileNotFoundError):  # the ballot went missing mid-run
         keeper = Gatekeeper(run.root, cfg.gating, cfg.selfplay.rules, should_stop=lambda: stop["now"])
@@ -154,7 +155,7 @@ def gatekeeper_role(run_dir: str, cfg: LoopConfig) -> None:
 
 
 def actor_role(run_dir: str, cfg: LoopConfig, actor_id: int) -> None:
-    log.info("actor %d running at niceness %d", actor_id, os.nice(cfg.selfplay.niceness))
+    lower_priority(f"actor {actor_id}", cfg.selfplay.niceness, "selfplay.niceness")
     with stops_for_good(f"actor {actor_id}", ReplayDamage):
         run_actor(run_dir, actor_id, cfg.selfplay)
 

@@ -30,9 +30,31 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from zero.run.config import disk_problem
+from zero.run.config import disk_problem, notify
 
 log = logging.getLogger(__name__)
+
+# os.nice's scale: 0 is the default priority, 19 the lowest (only idle cycles).
+LOWEST_PRIORITY = 19
+
+
+def below_the_loop(setting: int, loop_niceness: int) -> int:
+    """The niceness of a role whose priority setting is `setting` on os.nice's scale, in a loop that runs at
+    `loop_niceness`: the setting's scale laid over what is left between the loop's own priority and the
+    lowest, so 0 still means "as the other roles" and 19 "only idle cycles". Adding the setting to the
+    loop's own instead ran the gatekeeper at 19 under `nice -n 10` (10 + 10, cut to 19): behind every other
+    niced job of a busy machine, where the setting meant it to be behind the loop's own roles."""
+    room = LOWEST_PRIORITY - loop_niceness
+    return loop_niceness + round(setting * room / LOWEST_PRIORITY) if room > 0 else loop_niceness
+
+
+def lower_priority(role: str, setting: int, setting_name: str) -> int:
+    """Set this process's niceness from its setting (below_the_loop: the process starts at the loop's own,
+    inherited) and say on the console what it runs at, and why. Returns the niceness."""
+    loop_niceness = os.nice(0)
+    niceness = os.nice(below_the_loop(setting, loop_niceness) - loop_niceness)
+    notify(f"{role} running at niceness {niceness} ({setting_name} {setting}; the loop runs at {loop_niceness})")
+    return niceness
 
 # Exit status of a child whose error would recur on restart: "fatal, do not restart".
 FATAL_EXIT_CODE = 3
