@@ -11,6 +11,8 @@ import torch
 from train.arena.gating import Gatekeeper, GatingConfig, GatingInterrupted, read_gating_log
 from train.arena.ratings import YARDSTICKS, RatingsTable
 from train.arena.sprt import PairSprt, SprtConfig
+from zero.endgames import egdb
+from zero.endgames.egdb import built
 from zero.net.checkpoint import save_checkpoint
 from zero.net.network import NetworkConfig, PolicyValueNet
 from zero.run.rundir import RunDir
@@ -276,6 +278,38 @@ def test_a_match_between_gates_yields_to_a_candidate_and_resumes_after_the_gate(
     assert keeper.turn()
     assert len(played) == 4 - kept and not journal.exists()
     assert f"calibration-{YARDSTICKS[1]}-vs-{YARDSTICKS[0]}" in RatingsTable.load(run.ratings).recorded
+
+
+def test_a_candidate_breaks_off_the_databases_first_build_and_calibration_is_on_the_console(setup, tmp_path,
+                                                                                            monkeypatch, capsys):
+    # Before (issue 85, item 8): a finished calibration match built the 4-piece database (about 3.5 min on a
+    # busy machine) before it was recorded, whatever waited, and its result went to the log alone.
+    run, cfg, (best, candidate) = setup
+    run.write_best(best, 100, "test")
+    database = tmp_path / "egdb"
+    monkeypatch.setenv(egdb.ENV_VAR, str(database))
+    keeper = Gatekeeper(run.root, cfg)
+    pending = keeper.pending_candidates
+    came, builds = [], []  # the trainer's candidate comes once the match is over, as the first build begins
+    keeper.pending_candidates = lambda: pending() if came else []
+    show_phase = keeper.show_phase
+
+    def phase_shown(phase: str) -> None:
+        if "endgame database" in phase and not builds:
+            builds.append(phase)
+            came.append(True)
+        show_phase(phase)
+
+    keeper.show_phase = phase_shown
+    name = f"calibration-{YARDSTICKS[1]}-vs-{YARDSTICKS[0]}"
+    assert keeper.calibrate_yardsticks(most=1) == 0
+    assert not built(4, database) and name not in RatingsTable.load(run.ratings).recorded
+    assert len(run.match_journal(name).read_text().splitlines()) == cfg.calibration_games  # kept, whole
+    came.clear()  # the gate is played: the ladder goes on, the finished match recorded, none of it replayed
+    assert keeper.calibrate_yardsticks(most=1) == 1
+    assert built(4, database) and name in RatingsTable.load(run.ratings).recorded
+    assert not run.match_journal(name).exists()
+    assert f"calibration {YARDSTICKS[1]} vs {YARDSTICKS[0]}: +" in capsys.readouterr().err
 
 
 def test_a_gating_decision_is_a_log_line_of_its_own():

@@ -335,3 +335,14 @@ def test_status_line_prints_no_nan_for_a_best_not_rated_yet(tmp_path):
     line = format_status(snap, 90.0).splitlines()[1]
     assert line == "[1.5 min] best initial-shipped (not rated yet)", line
     assert "best_elo" not in snap
+
+
+def test_a_fresh_run_says_why_its_trainer_starts_at_the_networks_step():
+    # Before (issue 85, item 11): "starting run R from initial-shipped.pt with 2 actor(s)", and then the
+    # status said step 99,930 with nothing trained.
+    from train.loop.driver import starting_line
+
+    line = starting_line(Path("/r"), Path("/r/checkpoints/initial-shipped.pt"), 99930, 2, "")
+    assert line == ("starting run /r from /r/checkpoints/initial-shipped.pt with 2 actor(s); the trainer's steps "
+                    "count on from the 99,930 that network was trained for")
+    assert starting_line(Path("/r"), Path("/r/n.pt"), 0, 1, "") == "starting run /r from /r/n.pt with 1 actor(s)"

@@ -123,8 +123,8 @@ class SelfPlayConfig:
     network: str = setting("newest", choices=("best", "newest"))
     checkpoint_poll_seconds: float = setting(30.0, low=0)  # how often to look for a newer network
     # An actor's process priority in the loop (os.nice's scale below the loop's own, 0 = as the trainer). With
-    # an actor on every core the trainer shares its core with them and trains fewer samples a position than `trainer.samples_per_position`
-    # allows; a lower priority lets it take what it needs first. At 3 on 2 AMD cores the trainer reached its
+    # an actor on every core the trainer shares its core with them and trains fewer samples a position than
+    # `trainer.samples_per_position` allows; a lower priority lets it take what it needs first. At 3 on 2 AMD cores the trainer reached its
     # cap (3.99 samples a position against 3.26) but self-play made 13 % fewer positions and the network was
     # no stronger at 60 CPU-minutes (-8, -42 .. +25 Elo), so the default leaves the actors level.
     niceness: int = setting(0, low=0, high=19)

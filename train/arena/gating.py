@@ -15,7 +15,6 @@ candidate. A match's games enter the ratings once, when it is decided, keyed by 
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -35,12 +34,12 @@ from train.arena.player_specs import make_player
 from train.arena.ratings import YARDSTICKS, PlayerInfo, RatingsTable
 from train.arena.sprt import PairSprt, SprtConfig
 from zero.endgames.egdb import Egdb
-from zero.endgames.egdb_build import largest_available
+from zero.endgames.egdb_build import BuildInterrupted, largest_available
 from zero.net.checkpoint import CheckpointError, load_checkpoint
 from zero.net.inference import Evaluator
 from zero.net.quantized import cache_path
 from zero.rules.game import RulesConfig
-from zero.run.config import MOST_GAMES, MOST_SEED, MOST_THREADS, atomic_write_bytes, setting
+from zero.run.config import MOST_GAMES, MOST_SEED, MOST_THREADS, atomic_write_bytes, notify, setting
 from zero.run.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -171,6 +170,7 @@ class Gatekeeper:
         self.openings = load_ballot(cfg.openings)
         self.device = None if cfg.device == "auto" else cfg.device
         self._sprt: PairSprt | None = None  # the gate being played, for its status
+        self._egdb: Egdb | None = None  # the judge of recorded endgames, once loaded (_endgame_database)
         torch.set_num_threads(cfg.torch_threads)
         self.ratings_path = self.run.ratings
 
@@ -186,7 +186,8 @@ class Gatekeeper:
         `most` of the matches still to play (all by default). Returns the number of matches finished."""
         table = self._ratings()
         finished = 0
-        for weaker, stronger in zip(YARDSTICKS, YARDSTICKS[1:]):
+        ladder = list(zip(YARDSTICKS, YARDSTICKS[1:]))
+        for rung, (weaker, stronger) in enumerate(ladder, 1):
             name = f"calibration-{stronger}-vs-{weaker}"
             if table.results.get("|".join(sorted((weaker, stronger)))):
                 self._close_journal(name)
@@ -199,18 +200,27 @@ class Gatekeeper:
             if result is None:
                 break
             finished += 1
-            log.info("calibration %s vs %s: +%d =%d -%d", stronger, weaker, result.wins, result.draws, result.losses)
+            # On the console: the ladder is what a first run's gatekeeper does for its first minutes.
+            notify(f"calibration {stronger} vs {weaker}: +{result.wins} ={result.draws} -{result.losses} "
+                   f"(the ladder's match {rung} of {len(ladder)})")
         return finished
 
     def _recorded_match(self, name: str, a, b, a_name: str, b_name: str, seed: int, games: int, most: int | None,
                         *players: PlayerInfo) -> MatchResult | None:
         """A rating or calibration match played, saved and recorded; None when it was left unfinished because a
         candidate came (`_yields_to_a_candidate`): its games stay in its journal for the next call."""
-        result = self._match(name, a, b, seed, games, games, should_stop=self._yields_to_a_candidate(most))
+        yields = self._yields_to_a_candidate(most)
+        result = self._match(name, a, b, seed, games, games, should_stop=yields)
         if len(result.games) < len(match_schedule(self.openings, games)):
             return None
+        try:
+            # The database's first build (minutes at a low priority on a busy machine) yields as the games do;
+            # the finished match stays in its journal and is recorded on the next call, no game played again.
+            egdb = self._endgame_database(lambda: yields(result))
+        except BuildInterrupted:
+            return None
         self._save_match(result, name)
-        self._record(name, a_name, b_name, result, *players)
+        self._record(name, a_name, b_name, result, egdb, *players)
         self._close_journal(name)
         return result
 
@@ -221,28 +231,31 @@ class Gatekeeper:
             return lambda _: False
         return lambda _: bool(self.pending_candidates())
 
-    def _record(self, name: str, a: str, b: str, result: MatchResult, *players: PlayerInfo) -> None:
-        """Add a match to the ratings (and the players it introduces) at most once, keyed by its name: a
-        stop between a match and the step that follows it replays the match on resume, and the replay must
-        not count again."""
+    def _record(self, name: str, a: str, b: str, result: MatchResult, egdb: Egdb | None,
+                *players: PlayerInfo) -> None:
+        """Add a match to the ratings (and the players it introduces) at most once, keyed by its name, its
+        endgame moves judged by `egdb` (when given): a stop between a match and the step that follows it
+        replays the match on resume, and the replay must not count again."""
         table = self._ratings()
         if name in table.recorded:
             return  # before judging its endgames again
         for info in players:
             table.add_player(info)
-        endgame = dict(zip((a, b), result.endgame_mistakes(self.egdb))) if self.egdb is not None else None
+        endgame = dict(zip((a, b), result.endgame_mistakes(egdb))) if egdb is not None else None
         table.record_match(name, a, b, result.wins, result.draws, result.losses, endgame)
         table.save(self.ratings_path)
 
-    @functools.cached_property
-    def egdb(self) -> Egdb | None:
+    def _endgame_database(self, should_stop: Callable[[], bool] | None) -> Egdb | None:
         """The database that judges every recorded game's endgame moves (the largest built; the 4-piece one
-        is built on first use)."""
+        is built on first use; given `should_stop`, in a process of its own, broken off with BuildInterrupted
+        as soon as it says so); None when judge_endgames is off."""
         if not self.cfg.judge_endgames:
             return None
-        self.show_phase("loading the endgame database that judges the games' endings (the first time it builds "
-                        "the 4-piece one)")
-        return largest_available()
+        if self._egdb is None:
+            self.show_phase("loading the endgame database that judges the games' endings (the first time it "
+                            "builds the 4-piece one)")
+            self._egdb = largest_available(should_stop=should_stop)
+        return self._egdb
 
     def rate(self, checkpoint: Path, step: int, most: int | None = None, yardsticks: list[str] | None = None) -> int:
         """Rating games of a checkpoint against the yardsticks (gating.rating_yardsticks unless given; each match
@@ -414,7 +427,9 @@ class Gatekeeper:
         decision = sprt.final_decision()
         pdn_path = self._save_match(result, name)
         elo, low, high = sprt.elo_interval() if sprt.pair_scores else (0.0, 0.0, 0.0)
-        self._record(name, cand_player.name, best_player.name, result,
+        # A gate is what a candidate waits for: nothing breaks off the database's build here (the ladder
+        # between gates builds it first, unless a candidate came during that build).
+        self._record(name, cand_player.name, best_player.name, result, self._endgame_database(None),
                      PlayerInfo(cand_player.name, "checkpoint", candidate_step, str(candidate)),
                      PlayerInfo(best_player.name, "checkpoint", load_checkpoint(best).step, str(best)))
         entry = {

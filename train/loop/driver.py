@@ -473,7 +473,7 @@ def run_loop(args: argparse.Namespace) -> int:
                  "(the run started from %s); %d actor(s)%s", run_dir, minutes_before, trainer.get("step", 0),
                  best.name if best else initial.stem, initial.name, actors, where)
     else:
-        log.info("starting run %s from %s with %d actor(s)%s", run_dir, initial, actors, where)
+        log.info(starting_line(run_dir, initial, load_checkpoint(initial).step, actors, where))
 
     for a in range(actors):
         sup.add(f"actor-{a}", actor_role, str(run_dir), cfg, a)
@@ -540,6 +540,14 @@ def run_loop(args: argparse.Namespace) -> int:
             wb.finish()
         lock.close()
     return exit_code
+
+
+def starting_line(run_dir: Path, initial: Path, step: int, actors: int, where: str) -> str:
+    """The console's first line of a fresh run. It says why the trainer's count starts where it does: its
+    steps go on from the starting network's (a ratings plot over steps puts the network and its descendants
+    on one axis), and a fresh run whose status said step 99,930 read as a run that had trained already."""
+    steps = (f"; the trainer's steps count on from the {step:,} that network was trained for" if step else "")
+    return f"starting run {run_dir} from {initial} with {actors} actor(s){where}{steps}"
 
 
 def show_new_decisions(run: Path, shown: int) -> int:

@@ -14,7 +14,9 @@ settled is a draw.
 from __future__ import annotations
 
 import fcntl
+import multiprocessing as mp
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from numba import njit
@@ -286,8 +288,31 @@ def build(pieces: int, directory: Path | None = None, progress: bool = True) -> 
     return Egdb(t, directory)
 
 
-def ensure_built(pieces: int = QUICK_PIECES, directory: Path | None = None) -> Egdb:
-    """The databases of at most `pieces` (<= 4) pieces, built on first use (seconds) and loaded after."""
+class BuildInterrupted(Exception):
+    """A build broken off because its caller had more urgent work; the slices it finished are kept."""
+
+
+def _build_in_a_child(pieces: int, directory: Path | None, should_stop: Callable[[], bool]) -> None:
+    """build() in a process of its own, ended as soon as should_stop() says so (raising BuildInterrupted):
+    the first build compiles the solver, which no check between slices could break off (minutes at a low
+    priority on a busy machine). What it leaves is what a killed build leaves: whole slice files, which the
+    next build reads, and temporary ones, which it removes."""
+    child = mp.get_context("spawn").Process(target=build, args=(pieces, directory, False), daemon=True)
+    child.start()
+    while child.is_alive():
+        if should_stop():
+            child.kill()
+            child.join()
+            raise BuildInterrupted(f"the {pieces}-piece endgame database's build was broken off")
+        child.join(0.5)
+    if child.exitcode != 0:
+        raise RuntimeError(f"building the {pieces}-piece endgame database failed (exit status {child.exitcode})")
+
+
+def ensure_built(pieces: int = QUICK_PIECES, directory: Path | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> Egdb:
+    """The databases of at most `pieces` (<= 4) pieces, built on first use (seconds) and loaded after. With
+    `should_stop`, a build breaks off (BuildInterrupted) as soon as it says so."""
     if pieces > QUICK_PIECES:
         raise ValueError(f"{pieces} pieces take minutes: build them with `checkers-zero egdb build --pieces {pieces}`")
     if built(pieces, directory):
@@ -297,15 +322,21 @@ def ensure_built(pieces: int = QUICK_PIECES, directory: Path | None = None) -> E
             return load(pieces, directory)
         except EgdbFileError:
             pass  # a damaged file: rebuilt below, under the lock
+    if should_stop is not None and should_stop():
+        raise BuildInterrupted(f"the {pieces}-piece endgame database is not built yet")
     # Some seconds of silence read as a hang to a person starting `play` for the first time.
     notify(f"building the {pieces}-piece endgame database in {directory or default_dir()} (once, some seconds) ...")
-    return build(pieces, directory, progress=False)
+    if should_stop is None:
+        return build(pieces, directory, progress=False)
+    _build_in_a_child(pieces, directory, should_stop)
+    return load(pieces, directory)
 
 
-def largest_available(directory: Path | None = None, most: int = MOST_PLAYED_PIECES) -> Egdb:
+def largest_available(directory: Path | None = None, most: int = MOST_PLAYED_PIECES,
+                      should_stop: Callable[[], bool] | None = None) -> Egdb:
     """The largest database whose files are all in `directory` (default_dir()), at most `most` pieces: a
-    larger one built with `checkers-zero egdb build`, else the 4-piece one, built here on first use. What
-    play, analysis and the search players use."""
+    larger one built with `checkers-zero egdb build`, else the 4-piece one, built here on first use (broken
+    off when `should_stop` says so: ensure_built). What play, analysis and the search players use."""
     directory = Path(directory) if directory is not None else default_dir()
     for pieces in range(most, QUICK_PIECES, -1):
         # Only the slices of exactly this many pieces: those of fewer are the smaller databases' own.
@@ -325,4 +356,4 @@ def largest_available(directory: Path | None = None, most: int = MOST_PLAYED_PIE
         except EgdbFileError as exc:
             notify(f"the {pieces}-piece endgame database is unusable ({exc}; "
                    f"{rebuild}): using a smaller one")
-    return ensure_built(min(most, QUICK_PIECES), directory)
+    return ensure_built(min(most, QUICK_PIECES), directory, should_stop)
