@@ -168,10 +168,10 @@ class Engine:
         egdb = None
         if endgame_database:
             from zero.endgames.egdb import EgdbFileError
-            from zero.endgames.egdb_build import largest_available
+            from zero.endgames.egdb_build import largest_available, say_which_database
 
             try:
-                egdb = largest_available()
+                egdb = say_which_database(largest_available())
             except (EgdbFileError, OSError) as exc:
                 raise EngineError(f"endgame database: {exc} (or play without it: --no-egdb)") from None
         book = None

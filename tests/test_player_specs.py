@@ -187,6 +187,18 @@ def test_time_manager_settings_in_a_spec(tiny_checkpoint):
         assert "\n" not in str(info.value)
 
 
+def test_a_db_spec_says_which_database_it_got_and_how_to_build_the_larger(tiny_checkpoint, capsys):
+    # Before (issue 85, item 11): ':db' became the 4-piece database without a word (the test session's
+    # folder holds the 4-piece one alone), where the README's figures are the 6-piece one's.
+    for spec in (f"mcts:{tiny_checkpoint}:8:db", "distilled:2:db"):
+        assert make_player(spec).egdb.max_pieces == 4
+        err = capsys.readouterr().err
+        assert "using the 4-piece endgame database: the 6-piece one, which the README's figures use, is not " \
+               "built in" in err and "(checkers-zero egdb build --pieces 6: 35 CPU-minutes, once)" in err, err
+    make_player(f"mcts:{tiny_checkpoint}:8:db4")  # asked for the 4-piece one: nothing to say
+    assert "endgame database" not in capsys.readouterr().err
+
+
 def test_database_suffixes(tiny_checkpoint):
     # :db uses the endgame database as play does (its positions played from it); :dbleaves also makes its
     # positions exact leaves of the search.

@@ -154,9 +154,10 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
     if name == "mcts":
         egdb, leaves = None, False
         if options & {"db", "dbleaves"}:
-            from zero.endgames.egdb_build import largest_available
+            from zero.endgames.egdb_build import largest_available, say_which_database
 
-            egdb, leaves = largest_available(most=most_pieces or MOST_PLAYED_PIECES), "dbleaves" in options
+            most = most_pieces or MOST_PLAYED_PIECES
+            egdb, leaves = say_which_database(largest_available(most=most), most), "dbleaves" in options
         tag = "" if egdb is None else (":dbleaves" if leaves else ":db") + (str(most_pieces) if most_pieces else "")
         tag += ":book" if "book" in options else ""
         tag += precision_tag
@@ -265,9 +266,10 @@ def _distilled(args: str, seed: int, spec: str) -> MatchPlayer:
     depth, seconds = (None, clock.increment or clock.base) if clock else _depth_or_time("distilled", budget)
     egdb = None
     if "db" in options:
-        from zero.endgames.egdb_build import largest_available
+        from zero.endgames.egdb_build import largest_available, say_which_database
 
-        egdb = largest_available(most=most_pieces or MOST_PLAYED_PIECES)
+        most = most_pieces or MOST_PLAYED_PIECES
+        egdb = say_which_database(largest_available(most=most), most)
     try:
         player = DistilledPlayer(depth, seed=seed, seconds=seconds, evaluation=load_eval(path or None), egdb=egdb,
                                  book=_book() if "book" in options else None, selectivity=selectivity)

@@ -32,6 +32,8 @@ from zero.endgames.egdb import (
 
 # What ensure_built builds on first use: a few seconds.
 QUICK_PIECES = 4
+# CPU-minutes a build of this many pieces took (docs/search.md's table), for the notice of a smaller one.
+BUILD_MINUTES = {5: 2, 6: 35}
 _NEVER = 32767  # a distance no position reaches (int16 work arrays)
 
 
@@ -357,3 +359,15 @@ def largest_available(directory: Path | None = None, most: int = MOST_PLAYED_PIE
             notify(f"the {pieces}-piece endgame database is unusable ({exc}; "
                    f"{rebuild}): using a smaller one")
     return ensure_built(min(most, QUICK_PIECES), directory, should_stop)
+
+
+def say_which_database(egdb: Egdb, most: int = MOST_PLAYED_PIECES) -> Egdb:
+    """Say on the console which database a player got when it is smaller than the `most` pieces it would
+    take, and how to build the larger one: a spec's `:db` became the 4-piece database without a word, where
+    the README's figures are the 6-piece one's. Returns egdb."""
+    pieces = egdb.max_pieces
+    if pieces < most:
+        notify(f"using the {pieces}-piece endgame database: the {most}-piece one, which the README's figures use, "
+               f"is not built in {egdb.directory} (checkers-zero egdb build --pieces {most}: "
+               f"{BUILD_MINUTES.get(most, 'many')} CPU-minutes, once)")
+    return egdb
