@@ -250,7 +250,7 @@ class AnalysisPool:
         position = task.game.position
         analysis = analysis_of(self.search, position, g)
         if self.egdb is not None and position.piece_count() <= self.egdb.max_pieces:
-            analysis = with_database(analysis, self.egdb, position, self.search, g)
+            analysis = with_database(analysis, self.egdb, position)
         query = task.query
         if query.pv:
             shown = analysis.moves if query.top is None else analysis.moves[: query.top]

@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 
 from counting import ClockedEvaluator
-from selfplay.tree_search.analysis import SINGLE_GAME_LEAVES, GameSearch, analyse, best_move
+from selfplay.tree_search.analysis import DRAWN_LINE_MOVES, SINGLE_GAME_LEAVES, GameSearch, analyse, best_move
 from selfplay.tree_search.evaluators import HashEvaluator, UniformEvaluator
 from selfplay.tree_search.search import RootChildren, SearchConfig, warm_up
 from selfplay.tree_search.time_manager import GameClock, Instability, MoveTime, TimeManager, decided, move_time
 from zero.net.encoding import move_action
+from zero.endgames.egdb import DRAW, LOSS
+from zero.endgames.egdb_build import ensure_built
 from zero.rules.game import Game
-from zero.rules.notation import resolve_move
+from zero.rules.notation import fen_to_position, resolve_move
 
 
 class _BatchLog:
@@ -401,3 +403,19 @@ def test_a_search_with_threads_finds_the_shot_one_thread_finds():
     for threads in (1, 2):
         config = SearchConfig(leaves_per_tree=SINGLE_GAME_LEAVES, threads=threads)
         assert str(best_move(GameSearch(MaterialEvaluator(), config).analyse(game, simulations=3000))) == "7-10"
+
+
+def test_the_line_of_a_database_position_is_the_databases_to_the_end_of_the_game():
+    # Before (issue 85, item 11): `analyze` of a database loss in 22 showed the line "5-1" alone: the proven
+    # root stopped the search at 3 simulations and the line followed the tree, whose children were leaves.
+    egdb = ensure_built(4)
+    search = GameSearch(UniformEvaluator(), egdb=egdb)
+    lost = Game(start=fen_to_position("B:WK18,K19:BK5"))
+    analysis = search.analyse(lost, simulations=100)
+    assert analysis.proven.value == LOSS and len(analysis.pv) == analysis.proven.plies > 1, analysis.pv
+    for move in analysis.pv:
+        lost.play(resolve_move(str(move), lost.legal_moves()))
+    assert not lost.legal_moves()  # the line ends with the game, lost for Black
+    drawn = Game(start=fen_to_position("B:WK14,K15:BK10"))
+    analysis = search.analyse(drawn, simulations=100)
+    assert analysis.proven.value == DRAW and len(analysis.pv) == 1 + DRAWN_LINE_MOVES, analysis.pv

@@ -22,7 +22,7 @@ from selfplay.tree_search.search import (
     BatchedSearch, SearchConfig, choose_move, move_order, moves_by_key, proven_wdl, warm_up, wdl_of,
 )
 from selfplay.tree_search.time_manager import MoveTimer, TimeManager
-from zero.endgames.egdb import Egdb
+from zero.endgames.egdb import DRAW, MAX_DISTANCE, Egdb
 from zero.rules.game import Game, Move, Position
 from zero.run.machine import process_memory
 
@@ -222,7 +222,7 @@ class GameSearch:
         search.stop(0)
         analysis = analysis_of(search, game.position)
         if self.egdb is not None and game.position.piece_count() <= self.egdb.max_pieces:
-            analysis = with_database(analysis, self.egdb, game.position, search)
+            analysis = with_database(analysis, self.egdb, game.position)
         analysis.seconds = self.clock() - started
         return analysis
 
@@ -245,6 +245,11 @@ class GameSearch:
             self._chosen_value.clear()  # another game's values
         self._root = (start, moves)
         return self._search
+
+
+# The moves of a drawn database position's line (a won or lost one goes to the game's end): a drawn line
+# never ends, and a few moves show how the draw is held.
+DRAWN_LINE_MOVES = 12
 
 
 def analysis_of(search: BatchedSearch, position: Position, g: int = 0) -> Analysis:
@@ -305,11 +310,10 @@ def principal_variation(search: BatchedSearch, g: int, node: int, position: Posi
     return line
 
 
-def with_database(analysis: Analysis, egdb: Egdb, position: Position, search: BatchedSearch,
-                  g: int = 0) -> Analysis:
-    """The analysis of a position the database holds (the root of tree g of `search`), with the database's
-    exact values for the root and every move (the search may not have visited them all), the moves in the
-    order they are best and the principal variation starting with the first."""
+def with_database(analysis: Analysis, egdb: Egdb, position: Position) -> Analysis:
+    """The analysis of a position the database holds, with the database's exact values for the root and
+    every move (the search may not have visited them all), the moves in the order they are best and the
+    principal variation starting with the first."""
     stats = []
     for stat, (_, probe) in zip(sorted(analysis.moves, key=lambda s: str(s.move)),
                                 sorted(egdb.move_values(position), key=lambda mv: str(mv[0]))):
@@ -321,8 +325,12 @@ def with_database(analysis: Analysis, egdb: Egdb, position: Position, search: Ba
                        np.array([s.proven.plies for s in stats]))
     root = egdb.probe(position)
     analysis.moves = [stats[k] for k in order]
-    best = analysis.moves[0].move
-    analysis.pv = candidate_lines(search, g, position, [best])[best]
+    best = analysis.moves[0]
+    # The line from the database, not the tree: a proven root stops the search within a few simulations
+    # and its children are never expanded, so the tree's line was the first move alone (issue 85). A won or
+    # lost line goes to the game's end (DRAWN_LINE_MOVES for a drawn one).
+    analysis.pv = [best.move] + egdb.line(position.play(best.move),
+                                          DRAWN_LINE_MOVES if best.proven.value == DRAW else MAX_DISTANCE)
     analysis.proven = Proven(root.value, max(root.distance, 0), by_database=True)
     analysis.root_wdl, analysis.root_value = proven_wdl(root.value), float(root.value)
     return analysis

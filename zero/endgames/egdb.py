@@ -443,6 +443,15 @@ class Egdb:
         values = self.move_values(position)
         return max(values, key=lambda item: _keeping_value(item[1]))[0] if values else None
 
+    def line(self, position: Position, most: int) -> list[Move]:
+        """The database's line from `position`: best_move repeatedly, at most `most` moves (a won or lost
+        position's line ends with the game, within its distance)."""
+        moves = []
+        while len(moves) < most and (move := self.best_move(position)) is not None:
+            moves.append(move)
+            position = position.play(move)
+        return moves
+
     def move_in_game(self, game: Game) -> Move | None:
         """The move a player with the database plays in `game`, whose position it holds: the fastest win;
         else a draw that goes on, giving the opponent the largest share of losing replies, at the position the
