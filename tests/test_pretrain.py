@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -373,3 +375,19 @@ def test_a_run_can_start_from_a_checkpoints_weights_and_refuses_another_shape(da
     with pytest.raises(PretrainError, match="^init: ") as refused:
         train(other, data.path, tmp_path / "other.pt", tmp_path / "run-other", progress=False)
     assert "\n" not in str(refused.value)
+
+
+def test_a_dataset_without_a_train_split_has_a_uniform_value_baseline(pdn_file, tmp_path):
+    # Before (issue 85, item 11): `ship`'s metrics of a small dataset, every game in its test split, warned
+    # "RuntimeWarning: Mean of empty slice" (train.learner.pretrain.base_rates) and gave NaN baselines.
+    build_dataset(pdn_file, tmp_path / "oca", DatasetConfig(val_fraction=0.0, test_fraction=1.0), progress=False)
+    data = PretrainDataset.open(tmp_path / "oca")
+    rows = data.rows("test")
+    assert not len(data.rows("train")) and len(rows)
+    torch.manual_seed(0)
+    predictions = predict(PolicyValueNet(TINY), data, rows, torch.device("cpu"), 512)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        metrics = split_metrics(predictions, data, rows)
+    assert metrics["value"]["base_rates_wdl"] == pytest.approx([1 / 3] * 3)
+    assert np.isfinite(metrics["value"]["base_rate_ce"])

@@ -155,8 +155,13 @@ def phase_of(pieces: np.ndarray) -> np.ndarray:
 
 
 def base_rates(data: PretrainDataset) -> np.ndarray:
-    """Win/draw/loss frequencies (side to move) over the train split: the value baseline."""
+    """Win/draw/loss frequencies (side to move) over the train split: the value baseline. A dataset whose
+    games all fell in the other splits (a small PDN file: `ship`'s test set of a few games) has no
+    frequencies to learn, and its baseline is the one that knows nothing, a third each (the mean of no
+    results was NaN, with numpy's "Mean of empty slice" warning)."""
     res = data.arrays["result"][data.rows("train")]
+    if not len(res):
+        return np.full(3, 1 / 3)
     return np.array([(res == 1).mean(), (res == 0).mean(), (res == -1).mean()])
 
 
