@@ -161,6 +161,10 @@ class Engine:
         # synchronisation at such batches (measured: 25x slower per batch of two with 2 threads on a busy
         # 2-core machine). More cores serve calls in flight side by side.
         torch.set_num_threads(SMALL_BATCH_THREADS)
+        # What each front end (play, analyze, engine, review, serve) does before its first answer is said as
+        # it begins (the network here, the database and the book in what they call): 20-40 s of silence
+        # on a busy machine read as a hang (issue 85).
+        notify(f"loading the network {path} ...")
         try:
             evaluator = Evaluator.from_checkpoint(path)
         except CheckpointError as exc:

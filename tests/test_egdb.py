@@ -319,7 +319,8 @@ def test_a_slice_that_is_no_file_is_named_never_read_and_solved_again(tmp_path, 
     db = _in_time(lambda: egdb_build.largest_available(tmp_path, most=3), bad)
     err = capsys.readouterr().err
     assert db.max_pieces == 2
-    assert err.count("\n") == 1 and "the 3-piece endgame database is unusable" in err and reason in err, err
+    assert err.index(f"loading the 3-piece endgame database from {tmp_path} ...\n") < err.index("unusable"), err
+    assert err.count("\n") == 2 and "the 3-piece endgame database is unusable" in err and reason in err, err
     monkeypatch.undo()
     assert _in_time(lambda: main(["egdb", "build", "--pieces", "3", "--out", str(tmp_path), "--no-progress"]),
                     bad) == 0
@@ -339,6 +340,22 @@ def test_a_database_there_in_part_is_not_dropped_without_a_word(tmp_path, capsys
     assert egdb_build.largest_available(tmp_path, most=3).max_pieces == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the 3-piece endgame database" in err and "incomplete" in err, err
+
+
+def test_the_largest_database_is_found_by_its_files_and_its_loading_said(tmp_path, capsys, monkeypatch):
+    # Before (issue 85, item 10): every front end's start computed the 6- and 5-piece databases' index
+    # tables (6.6 s on a busy machine) only to look for their files, and loaded the database it found in
+    # silence (the 6-piece one: 17 s).
+    from zero.endgames import egdb_build
+
+    build(3, tmp_path, progress=False)
+    computed = []
+    monkeypatch.setattr(egdb_build, "layout", lambda pieces: computed.append(pieces) or layout(pieces))
+    monkeypatch.setattr(egdb_build, "QUICK_PIECES", 2)
+    assert egdb_build.largest_available(tmp_path, most=6).max_pieces == 3
+    assert not computed, computed
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith(f"loading the 3-piece endgame database from {tmp_path} ...\n"), err
 
 
 def test_build_resumes_by_slice(tmp_path):

@@ -159,7 +159,9 @@ def test_the_match_command_reports_each_players_endgame_mistakes(db, tmp_path, c
     ballot.write_text("".join(f'[FEN "{p.fen()}"]\n*\n\n' for p in starts))
     out = tmp_path / "games.pdn"
     assert main(["match", "random", "alphabeta:6", "--openings", str(ballot), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
+    printed, err = capsys.readouterr()
+    # Issue 85, item 10: the database's loading after the result (8 s on a busy machine) is said.
+    assert "judging the games' endgame moves against the endgame database" in err, err
     per_player = {"random": EndgameMistakes(), "alphabeta:6": EndgameMistakes()}
     for game in read_pdn(out):
         black, white = judge_game(db, game.start, game.moves, RESULT_OF_PDN[game.result])

@@ -153,6 +153,17 @@ def test_the_first_search_on_the_clock_gets_its_time(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_the_first_search_of_a_number_of_simulations_says_it_prepares_the_search(monkeypatch, capsys):
+    # Before (issue 85, item 10): `play` at its default level (64 simulations) compiled the kernels inside
+    # its first search, 81 s silent after "Engine thinking (64 simulations)..." after an install.
+    import selfplay.tree_search.search as search_module
+
+    monkeypatch.setattr(search_module, "_warmed_up", False)
+    monkeypatch.setattr(search_module, "WARM_UP_NOTICE_SECONDS", 0.1)
+    GameSearch(_SlowFirstCall(2.0)).analyse(Game(), simulations=8)
+    assert "preparing the search: compiling its kernels" in capsys.readouterr().err
+
+
 def test_a_match_player_on_the_clock_is_warmed_before_its_first_move(monkeypatch):
     import selfplay.tree_search.analysis as analysis_module
     from train.arena.match import NetworkPlayer, play_match

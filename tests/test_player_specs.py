@@ -193,6 +193,8 @@ def test_a_db_spec_says_which_database_it_got_and_how_to_build_the_larger(tiny_c
     for spec in (f"mcts:{tiny_checkpoint}:8:db", "distilled:2:db"):
         assert make_player(spec).egdb.max_pieces == 4
         err = capsys.readouterr().err
+        # Issue 85, item 10: loading a player's network is said as it begins (`match` was 100 s silent).
+        assert spec.startswith("distilled") or f"loading the network {tiny_checkpoint} ..." in err, err
         assert "using the 4-piece endgame database: the 6-piece one, which the README's figures use, is not " \
                "built in" in err and "(checkers-zero egdb build --pieces 6: 35 CPU-minutes, once)" in err, err
     make_player(f"mcts:{tiny_checkpoint}:8:db4")  # asked for the 4-piece one: nothing to say

@@ -202,8 +202,10 @@ class GameSearch:
             raise ValueError("a search needs a number of simulations, a time or both")
         if simulations is not None and simulations < 1:
             raise ValueError("simulations must be at least 1")
-        if seconds is not None:
-            warm_up(self.evaluator, self.config, game.rules, self.egdb)
+        # On a budget of simulations too: there the first search compiled the kernels in silence (81 s after
+        # "Engine thinking (64 simulations)..." after an install on a busy machine, issue 85), where warm_up
+        # says what it does while it takes long.
+        warm_up(self.evaluator, self.config, game.rules, self.egdb)
         started = self.clock()
         limit = simulations if simulations is not None else NO_VISIT_LIMIT
         search = self._rooted_at(game)

@@ -88,8 +88,11 @@ def test_a_checkpoint_whose_answers_are_not_finite_is_refused_in_one_line(capsys
     bad = save_checkpoint(tmp_path / "bad.pt", net=net, net_config=cfg, step=1)
     code, out, err = analyze(capsys, bad, "--fen", "B:W21-32:B1-12", "--sims", "8")
     assert code == 2 and out == ""
-    assert err == f"checkers-zero analyze: {bad}: the network's outputs are not finite on fixed positions " \
-                  f"(policy, value, plies-left), though its weights are; it cannot be used\n"
+    # The one line of the error, after the notice of what was being done.
+    notice, error = err.splitlines()
+    assert notice.endswith(f"loading the network {bad} ...")
+    assert error == f"checkers-zero analyze: {bad}: the network's outputs are not finite on fixed positions " \
+                    f"(policy, value, plies-left), though its weights are; it cannot be used"
 
 
 def test_levels_and_budgets():
@@ -201,3 +204,11 @@ def test_the_engine_plays_a_forced_move_at_once_and_searches_on_from_its_tree(en
     assert counted._search._rooted_at(game.game).root_visits(0) > 0  # the tree followed the moves since
     game.engine_move()
     assert game.last_thinking is not None and game.last_thinking["simulations"] >= 300
+
+
+def test_the_start_says_what_it_loads_as_it_begins(capsys, tiny_checkpoint):
+    # Before (issue 85, item 10): `analyze`, `engine`, `review` and `play` sat 20-40 s silent on a busy
+    # machine while the network, the database and the book loaded.
+    code, out, err = analyze(capsys, tiny_checkpoint, "--fen", "B:W21-32:B1-12", "--sims", "8")
+    assert code == 0 and out
+    assert err.splitlines()[0].endswith(f"loading the network {tiny_checkpoint} ..."), err

@@ -71,7 +71,7 @@ from selfplay.tree_search.search import MOST_SIMULATIONS, SearchConfig
 from selfplay.tree_search.time_manager import GAME_CLOCK_SETTINGS, GameClock, TimeManager
 from train.arena.match import MATCH_CACHE_POSITIONS, MatchPlayer, NetworkPlayer
 from zero.endgames.egdb import MOST_PIECES, MOST_PLAYED_PIECES
-from zero.run.config import MOST_MOVE_SECONDS, ConfigError, with_overrides
+from zero.run.config import MOST_MOVE_SECONDS, ConfigError, notify, with_overrides
 from zero.yardsticks.players import MAX_TIMED_DEPTH, AlphaBetaPlayer, RandomPlayer
 
 DEFAULT_MCTS_SIMULATIONS = 200
@@ -416,6 +416,10 @@ def _evaluator(net: str, device: str | None, precision: str = "auto", threads: i
     from zero.net.inference import Evaluator
 
     try:
-        return Evaluator.from_checkpoint(resolve_checkpoint(net), device=device, precision=precision, threads=threads)
+        path = resolve_checkpoint(net)
+        # Seconds each (the int8 model derived on first use): `match` sat about 100 s silent before its first
+        # line while its players loaded (issue 85); the database and the book say so themselves.
+        notify(f"loading the network {path} ...")
+        return Evaluator.from_checkpoint(path, device=device, precision=precision, threads=threads)
     except CheckpointError as exc:
         raise PlayerSpecError(str(exc)) from None

@@ -17,7 +17,7 @@ from train.arena.match import IllegalMoveError, MatchGame, MatchResult, mix_seed
 from train.arena.player_specs import SPEC_HELP, PlayerSpecError, make_player
 from zero.corpus.openings import BallotError, load_openings
 from zero.rules.game import RulesConfig
-from zero.run.config import append_whole, atomic_write_bytes, disk_problem
+from zero.run.config import append_whole, atomic_write_bytes, disk_problem, notify
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_endgame_judge and result.games:
         from zero.endgames.egdb_build import largest_available
 
+        notify("judging the games' endgame moves against the endgame database (--no-endgame-judge: not) ...")
         egdb = largest_available()
         mistakes_a, mistakes_b = result.endgame_mistakes(egdb)
         print(f"solved-endgame mistakes ({egdb.max_pieces}-piece database): {a.name}: {mistakes_a}; "

@@ -27,7 +27,7 @@ from zero.run.config import atomic_write_bytes, notify, remove_leftover_temp_fil
 from zero.endgames.egdb import (
     DRAW, DRAW_CODE, LOSS, MAX_DISTANCE, MOST_PLAYED_PIECES, UNSOLVED_CODE, WIN, Egdb, EgdbFileError, Slice, built,
     default_dir, encode_slice, flip, kings_count, kings_index, layout, load, men_conf, mirror, present, probe,
-    read_slice, slice_path,
+    read_slice, slice_path, slices,
 )
 
 # What ensure_built builds on first use: a few seconds.
@@ -341,8 +341,10 @@ def largest_available(directory: Path | None = None, most: int = MOST_PLAYED_PIE
     off when `should_stop` says so: ensure_built). What play, analysis and the search players use."""
     directory = Path(directory) if directory is not None else default_dir()
     for pieces in range(most, QUICK_PIECES, -1):
-        # Only the slices of exactly this many pieces: those of fewer are the smaller databases' own.
-        files = [slice_path(directory, s) for s in layout(pieces).slices if sum(s) == pieces]
+        # Only the slices of exactly this many pieces: those of fewer are the smaller databases' own. Their
+        # names alone: the 6-piece layout's index tables took 6.6 s to compute on a busy machine, in every
+        # front end's start on a machine without that database (issue 85).
+        files = [slice_path(directory, s) for s in slices(pieces) if sum(s) == pieces]
         found = sum(present(path) for path in files)
         if not found:
             continue
@@ -353,6 +355,8 @@ def largest_available(directory: Path | None = None, most: int = MOST_PLAYED_PIE
             notify(f"the {pieces}-piece endgame database in {directory} is incomplete ({found} of {len(files)} "
                    f"files; {rebuild}): using a smaller one")
             continue
+        # Seconds to tens of seconds (the 6-piece one's 2.6 GB: 17 s), which read as a hang unsaid.
+        notify(f"loading the {pieces}-piece endgame database from {directory} ...")
         try:
             return load(pieces, directory)
         except EgdbFileError as exc:
