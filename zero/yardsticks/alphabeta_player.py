@@ -42,14 +42,15 @@ class Selectivity:
     deeper_cuts: bool = True  # a table entry searched deeper than asked cuts too (else only at its own depth)
     # A leaf whose side to move is threatened with a capture is searched a ply deeper (at most
     # alphabeta_search.MOST_EXTENSIONS times a line): a static evaluation cannot see whether the threat is met.
-    threat_extensions: bool = True
+    # Off: on, it played level at equal time (+5, -9 .. +18, 288 games at 0.1 s; benchmarks/RESULTS.md).
+    threat_extensions: bool = False
 
     def __post_init__(self) -> None:
         check_settings(self)
 
     @classmethod
     def none(cls) -> "Selectivity":
-        return cls(reductions=0, deeper_cuts=False, threat_extensions=False)
+        return cls(reductions=0, deeper_cuts=False)
 
 
 class AlphaBetaSearchPlayer(SearchingPlayer):
