@@ -25,14 +25,16 @@ OPENING = ["11-15", "23-19", "8-11", "22-17"]
 
 def run_engine(checkpoint: Path, lines: list[str | bytes], *extra: str, timeout: float = 120) -> list[dict]:
     """Feed the lines to a fresh engine process, close its input, and return its answers (it must exit 0
-    with nothing on stderr but the lines saying it derives the checkpoint's int8 model, builds the endgame
-    database and compiles the search, the first time; a notice may carry the log's time stamp)."""
+    with nothing on stderr but the lines saying what it loads (the network), derives (the checkpoint's int8
+    model), builds (the endgame database) and compiles (the search), and which database it got; a notice may
+    carry the log's time stamp)."""
     data = b"".join((line if isinstance(line, bytes) else line.encode()) + b"\n" for line in lines)
     proc = subprocess.run([sys.executable, "-m", "play", "engine", "--checkpoint", str(checkpoint), "--slots", "8",
                            "--tree-nodes", "40000", "--sims", "4", *extra],
                           input=data, capture_output=True, cwd=REPO, timeout=timeout)
     assert proc.returncode == 0, proc.stderr.decode()
-    notices = ("deriving the int8 model", "building the 4-piece endgame database", "preparing the search")
+    notices = ("loading the network", "deriving the int8 model", "building the 4-piece endgame database",
+               "using the 4-piece endgame database", "preparing the search")
     others = [line for line in proc.stderr.decode().splitlines()
               if not re.sub(r"^\d{4}-\d\d-\d\d [\d:,]+ ", "", line).startswith(notices)]
     assert others == [] and proc.stderr.count(b"\n") <= len(notices), proc.stderr.decode()
