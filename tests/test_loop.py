@@ -28,7 +28,7 @@ from train.arena.gating import Gatekeeper, read_gating_log
 from train.loop.supervisor import below_the_loop
 from train.arena.ratings import RatingsTable
 from zero.corpus.pdn import PdnGame, read_pdn_text
-from zero.net.checkpoint import load_checkpoint, save_checkpoint
+from zero.net.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from zero.net.network import NetworkConfig, PolicyValueNet
 from zero.run.data import data_file
 from zero.run.rundir import RunDir
@@ -119,7 +119,11 @@ def check_invariants(run: Path, initial: Path, before: dict[int, str]) -> dict[i
     parsed = [g for text in games.values() for g in read_pdn_text(text)]
     assert all(isinstance(g, PdnGame) for g in parsed), [g for g in parsed if not isinstance(g, PdnGame)]
     for path in (run / "checkpoints").glob("*.pt"):
-        load_checkpoint(path)
+        try:
+            load_checkpoint(path)
+        except CheckpointError:
+            if path.exists():  # else the gatekeeper removed a candidate it was done with since the listing
+                raise
     assert not check_store(run).problems
     table = RatingsTable.load(run / "ratings.json") if (run / "ratings.json").exists() else RatingsTable()
     for key in table.results:
