@@ -116,6 +116,7 @@ def test_games_start_from_the_books_lines_or_the_ballot_with_random_plies_off_th
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a cycle of a few games holds none out: no figure, no warning
 def test_a_generation_is_trained_and_gated_after_a_kill_9_in_its_selfplay(tmp_path, egdb4):
     run = RunDir(tmp_path / "run")
     command = [sys.executable, "-m", "play", "distilled", "loop", "--run", str(run.root), "--cycles", "1",

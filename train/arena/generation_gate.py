@@ -11,6 +11,7 @@ game as a function of its seed, and one on the clock as reproducibly as the cloc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from train.arena.gating import GatingInterrupted
-from train.arena.split_match import play_split_match
+from train.arena.split_match import play_split_match, worker_pool
 from train.arena.sprt import PairSprt, SprtConfig
 from zero.run.config import MOST_PROCESSES, check_settings, setting
 from zero.run.rundir import RunDir
@@ -99,26 +100,29 @@ def play_stage(run_dir: Path, name: str, candidate: Path, best: Path, budget: st
     sprt = PairSprt(config.sprt)
     step = config.round_openings
     decision = None
-    for index, first in enumerate(range(0, len(openings), step)):
-        pairs = done.get(index)
-        if pairs is None:
-            if stopping():
-                raise GatingInterrupted(name)
-            result = play_split_match(_spec(candidate, budget), _spec(best, budget), openings[first:first + step],
-                                      config.processes, seed=index)
-            by_opening: dict[int, float] = {}
-            for game, opening in enumerate(result.opening_index):
-                by_opening[opening] = by_opening.get(opening, 0.0) + result.points_for_a(game)
-            pairs = [by_opening[k] for k in sorted(by_opening)]
-            _append_round(journal, index, pairs)
-        for points in pairs:
-            sprt.add_pair(points)
-        elo, low, high = sprt.elo_interval()
-        report(f"gate {name}: {len(sprt.pair_scores)} pairs, LLR {sprt.llr():+.2f} "
-               f"({sprt.lower_bound:+.2f} .. {sprt.upper_bound:+.2f}), Elo {elo:+.0f} ({low:+.0f} .. {high:+.0f})")
-        decision = sprt.decision()
-        if decision:
-            break
+    with contextlib.ExitStack() as stack:
+        pool = None  # one for the stage's rounds, started for the first round to play: a start costs seconds
+        for index, first in enumerate(range(0, len(openings), step)):
+            pairs = done.get(index)
+            if pairs is None:
+                if stopping():
+                    raise GatingInterrupted(name)
+                pool = pool or stack.enter_context(worker_pool(config.processes))
+                result = play_split_match(_spec(candidate, budget), _spec(best, budget),
+                                          openings[first:first + step], config.processes, seed=index, pool=pool)
+                by_opening: dict[int, float] = {}
+                for game, opening in enumerate(result.opening_index):
+                    by_opening[opening] = by_opening.get(opening, 0.0) + result.points_for_a(game)
+                pairs = [by_opening[k] for k in sorted(by_opening)]
+                _append_round(journal, index, pairs)
+            for points in pairs:
+                sprt.add_pair(points)
+            elo, low, high = sprt.elo_interval()
+            report(f"gate {name}: {len(sprt.pair_scores)} pairs, LLR {sprt.llr():+.2f} "
+                   f"({sprt.lower_bound:+.2f} .. {sprt.upper_bound:+.2f}), Elo {elo:+.0f} ({low:+.0f} .. {high:+.0f})")
+            decision = sprt.decision()
+            if decision:
+                break
     decision = decision or sprt.final_decision()
     elo, low, high = sprt.elo_interval()
     return StageResult(budget, decision, len(sprt.pair_scores), elo, low, high)

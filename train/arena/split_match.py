@@ -71,15 +71,18 @@ def play_share(share: Share) -> MatchResult:
 
 
 def play_split_match(spec_a: str, spec_b: str, openings: Sequence[Opening], processes: int, seed: int = 0,
-                     rules: RulesConfig = RulesConfig(), progress: bool = False) -> MatchResult:
+                     rules: RulesConfig = RulesConfig(), progress: bool = False, pool=None) -> MatchResult:
     """Players given as train.arena.player_specs specs (e.g. "mcts:NET:t0.1") play every opening with both colours,
-    the openings split over `processes` processes (see the module doc)."""
+    the openings split over `processes` processes (see the module doc): a pool of their own, or `pool`
+    (worker_pool's, of at least `processes`), where many short matches would each pay for starting one."""
     n = len(openings)
     shares = share_bounds(n, processes)
-    counter = mp.get_context("spawn").Value("i", 0)
     jobs = [Share(spec_a, spec_b, list(openings[first:last]), seed, rules) for first, last in shares]
-    with worker_pool(len(jobs), counter) as pool:
-        pending = pool.map_async(play_share, jobs)
+    if pool is not None:
+        return joined_shares([first for first, _ in shares], pool.map(play_share, jobs))
+    counter = mp.get_context("spawn").Value("i", 0)
+    with worker_pool(len(jobs), counter) as own:
+        pending = own.map_async(play_share, jobs)
         with tqdm(total=2 * n, desc=f"{spec_a} vs {spec_b}", unit=" games", disable=not progress,
                   dynamic_ncols=True) as bar:
             while not pending.ready():

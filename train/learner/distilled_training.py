@@ -90,6 +90,8 @@ def targets(labels: dict[str, np.ndarray], config: DistilledTrainConfig, searche
 
 
 def _cross_entropy(p: np.ndarray, t: np.ndarray) -> float:
+    if not len(p):
+        return math.nan  # no test positions (a handful of games, none held out): no figure, and no warning
     p = np.clip(p.astype(np.float64), 1e-7, 1 - 1e-7)
     return float(np.mean(-(t * np.log(p) + (1 - t) * np.log(1 - p))))
 
@@ -168,7 +170,8 @@ def train(labels: dict[str, np.ndarray], config: DistilledTrainConfig, out: str 
                    loss_vs_target=_cross_entropy(p, target[test_rows]),
                    constant_vs_teacher=_cross_entropy(np.full(len(test_rows), mean), teacher[test_rows]),
                    teacher_entropy=_cross_entropy(teacher[test_rows], teacher[test_rows]),
-                   extra={"mean_abs_error_vs_teacher": float(np.mean(np.abs(p - teacher[test_rows])))})
+                   extra={"mean_abs_error_vs_teacher": float(np.abs(p - teacher[test_rows]).mean())
+                          if len(test_rows) else math.nan})
     if egdb is not None:
         held.extra.update(endgame_mistakes(evaluation, labels, test_rows, egdb))
     meta = {"made_from": made_from, "training": {**vars(config), "train_positions": int(len(train_rows)),
