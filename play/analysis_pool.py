@@ -30,7 +30,7 @@ from play.engine import plies_left
 from play.queries import EngineSettings, Query, error_answer
 from selfplay.tree_search import mcts
 from selfplay.tree_search.analysis import (
-    VISITS_PER_STEP, analysis_of, candidate_lines, make_room, max_single_game_capacity, with_database,
+    VISITS_PER_STEP, analysis_of, candidate_lines, database_lines, make_room, max_single_game_capacity, with_database,
 )
 from selfplay.tree_search.evaluators import PositionEvaluator
 from selfplay.tree_search.search import BatchedSearch, warm_up
@@ -249,12 +249,15 @@ class AnalysisPool:
     def _answer(self, g: int, task: Task, seconds: float) -> dict[str, Any]:
         position = task.game.position
         analysis = analysis_of(self.search, position, g)
-        if self.egdb is not None and position.piece_count() <= self.egdb.max_pieces:
+        held = self.egdb is not None and position.piece_count() <= self.egdb.max_pieces
+        if held:
             analysis = with_database(analysis, self.egdb, position)
         query = task.query
         if query.pv:
             shown = analysis.moves if query.top is None else analysis.moves[: query.top]
-            analysis.lines = candidate_lines(self.search, g, position, [stat.move for stat in shown])
+            moves = [stat.move for stat in shown]
+            analysis.lines = (database_lines(self.egdb, position, moves) if held
+                              else candidate_lines(self.search, g, position, moves))
         analysis.seconds = seconds  # the query's time; analysis_of counted the tree's nodes
         analysis.plies_left = plies_left(self.network, task.game)
         return analysis_json(analysis, position, task.ply, query_id=query.id, top=query.top, pv=query.pv,

@@ -427,6 +427,11 @@ def test_the_line_of_a_database_position_is_the_databases_to_the_end_of_the_game
     for move in analysis.pv:
         lost.play(resolve_move(str(move), lost.legal_moves()))
     assert not lost.legal_moves()  # the line ends with the game, lost for Black
+    # So does each move's line (the engine protocol's and the browser's `lines`), the first as the PV.
+    start = fen_to_position("B:WK18,K19:BK5")
+    lines = search.candidate_lines(start, [stat.move for stat in analysis.moves])
+    assert lines[analysis.moves[0].move] == analysis.pv
+    assert all(len(line) == stat.proven.plies for stat, line in zip(analysis.moves, lines.values()))
     drawn = Game(start=fen_to_position("B:WK14,K15:BK10"))
     analysis = search.analyse(drawn, simulations=100)
     assert analysis.proven.value == DRAW and len(analysis.pv) == 1 + DRAWN_LINE_MOVES, analysis.pv

@@ -229,7 +229,10 @@ class GameSearch:
         return analysis
 
     def candidate_lines(self, position: Position, moves: list[Move]) -> dict[Move, list[Move]]:
-        """After a search of `position` (the last analyse): candidate_lines of its tree."""
+        """After a search of `position` (the last analyse): candidate_lines of its tree, or the database's
+        lines where it holds the position (database_lines)."""
+        if self.egdb is not None and position.piece_count() <= self.egdb.max_pieces:
+            return database_lines(self.egdb, position, moves)
         return candidate_lines(self._search, 0, position, moves)
 
     def _rooted_at(self, game: Game) -> BatchedSearch:
@@ -312,6 +315,19 @@ def principal_variation(search: BatchedSearch, g: int, node: int, position: Posi
     return line
 
 
+def database_lines(egdb: Egdb, position: Position, moves: list[Move]) -> dict[Move, list[Move]]:
+    """For each of the moves listed from `position`, which the database holds: the move, then the database's
+    line (Egdb.line), to the game's end after a win or a loss, DRAWN_LINE_MOVES after a draw. Not the tree's:
+    a proven root stops the search within a few simulations and its children are never expanded, so the
+    tree's line was the move alone (issue 85)."""
+    lines = {}
+    for move in moves:
+        after = position.play(move)
+        lines[move] = [move] + egdb.line(after, DRAWN_LINE_MOVES if egdb.probe(after).value == DRAW
+                                         else MAX_DISTANCE)
+    return lines
+
+
 def with_database(analysis: Analysis, egdb: Egdb, position: Position) -> Analysis:
     """The analysis of a position the database holds, with the database's exact values for the root and
     every move (the search may not have visited them all), the moves in the order they are best and the
@@ -327,12 +343,8 @@ def with_database(analysis: Analysis, egdb: Egdb, position: Position) -> Analysi
                        np.array([s.proven.plies for s in stats]))
     root = egdb.probe(position)
     analysis.moves = [stats[k] for k in order]
-    best = analysis.moves[0]
-    # The line from the database, not the tree: a proven root stops the search within a few simulations
-    # and its children are never expanded, so the tree's line was the first move alone (issue 85). A won or
-    # lost line goes to the game's end (DRAWN_LINE_MOVES for a drawn one).
-    analysis.pv = [best.move] + egdb.line(position.play(best.move),
-                                          DRAWN_LINE_MOVES if best.proven.value == DRAW else MAX_DISTANCE)
+    best = analysis.moves[0].move
+    analysis.pv = database_lines(egdb, position, [best])[best]
     analysis.proven = Proven(root.value, max(root.distance, 0), by_database=True)
     analysis.root_wdl, analysis.root_value = proven_wdl(root.value), float(root.value)
     return analysis
