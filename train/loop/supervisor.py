@@ -73,6 +73,9 @@ def role_main(target: Callable[..., Any], args: tuple, parent_pid: int, log_path
     if log_path:
         logging.basicConfig(filename=log_path, level=logging.INFO,
                             format="%(asctime)s %(processName)s %(name)s: %(message)s")
+        # A log on a full disk loses its line, and logging would print a traceback of the failed write to the
+        # console instead; what a role must say there it prints itself (role_main's one-line reason).
+        logging.raiseExceptions = False
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     try:
         target(*args)
