@@ -203,3 +203,55 @@ def test_with_a_teacher_its_values_are_the_labels_and_the_search_their_searched_
     teacher_value, target = targets(labels, cfg, searched)
     result = (labels["result"] + 1) / 2
     assert np.allclose(target, 0.25 * teacher_value + 0.25 * result + 0.5 * alone["wdl"][:, 0], atol=1e-3)
+
+
+def test_ship_copies_the_best_generation_over_the_evaluation_it_descends_from_and_nothing_else(tmp_path):
+    from train.loop.distilled_loop import ShipError, ship_best
+    from train.arena.gating import append_gating_log
+    from zero.distilled.model import DEFAULT_DISTILLED
+    from zero.run.config import save_config
+
+    run = RunDir(tmp_path / "run")
+    run.checkpoints.mkdir(parents=True)
+    save_config(DistilledLoopConfig(), run.distilled_config_file)
+    shipped = tmp_path / "shipped" / "distilled.npz"
+    shipped.parent.mkdir()
+    shipped.write_bytes(DEFAULT_DISTILLED.read_bytes())
+    run.initial_evaluation().write_bytes(DEFAULT_DISTILLED.read_bytes())
+    run.write_best(run.initial_evaluation(), 0, "generation 0")
+    with pytest.raises(ShipError, match="generation 0"):
+        ship_best(run.root, shipped)
+
+    # Generation 1: another evaluation (the generation-0 file with one bias moved), promoted by its gate.
+    weights = dict(np.load(DEFAULT_DISTILLED))
+    weights["b4"] = weights["b4"] + 0.25
+    candidate = run.checkpoints / "candidate-0001.npz"
+    np.savez(candidate, **weights)
+    load_eval(candidate)
+    stages = [{"budget": "6", "decision": "promote", "pairs": 48, "elo": 73.4, "low": 26.6, "high": 123.1}]
+    append_gating_log(run.root, {"kind": GATE_ENTRY, "cycle": 0, "candidate": str(candidate), "decision": "promote",
+                                 "generation": 1, "best": str(run.initial_evaluation()), "stages": stages})
+    run.write_best(candidate, 1, "won its gate")
+
+    # A shipped evaluation the run did not start from: no gate played the two.
+    other = dict(weights, b4=weights["b4"] - 0.5)
+    np.savez(shipped, **other)
+    before = shipped.read_bytes()
+    with pytest.raises(ShipError, match="--force"):
+        ship_best(run.root, shipped)
+    assert shipped.read_bytes() == before
+
+    shipped.write_bytes(DEFAULT_DISTILLED.read_bytes())
+    lines = ship_best(run.root, shipped)
+    assert shipped.read_bytes() == candidate.read_bytes()
+    assert "generation 1" in lines[0] and lines[1].startswith("generation 1: candidate-0001.npz (cycle 0)")
+    assert "+73 (+27 .. +123) after 48 pairs" in lines[1]
+    with pytest.raises(ShipError, match="already"):
+        ship_best(run.root, shipped)
+
+    # A damaged best is refused before the shipped file is touched.
+    candidate.write_bytes(b"not an archive")
+    shipped.write_bytes(DEFAULT_DISTILLED.read_bytes())
+    with pytest.raises(ValueError):
+        ship_best(run.root, shipped, force=True)
+    assert shipped.read_bytes() == DEFAULT_DISTILLED.read_bytes()

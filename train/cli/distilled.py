@@ -1,6 +1,6 @@
-"""`checkers-zero distilled label|search|train`: label quiet positions with the shipped network's value, score
-them by searches over a distilled evaluation, and train the distilled evaluation (zero.distilled) that the
-deep alpha-beta player searches with."""
+"""`checkers-zero distilled label|search|train|loop|ship`: label quiet positions with the shipped network's value,
+score them by searches over a distilled evaluation, train the distilled evaluation (zero.distilled) that the
+deep alpha-beta player searches with, run its own loop of generations, and ship the loop's best."""
 
 from __future__ import annotations
 
@@ -62,6 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     lp.add_argument("--cycles", type=int, default=None, help="cycles to run now (default: the config's, 0 = until "
                                                              "stopped)")
     add_config_arguments(lp)
+    sh = sub.add_parser("ship", help="make a distilled loop's best generation the shipped evaluation",
+                        description="Copy the run's best generation over checkpoints/distilled.npz, the "
+                                    "evaluation every distilled: player loads, when the run started from it "
+                                    "(its gates then played the chain back to it); prints the lineage for the "
+                                    "model card (checkpoints/README.md).")
+    sh.add_argument("--run", required=True, help="the distilled loop's run directory")
+    sh.add_argument("--force", action="store_true",
+                    help="ship it even when the run's generation 0 is not the shipped evaluation")
 
 
 def destination_problem(out: Path, force: bool) -> str | None:
@@ -100,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.distilled_command == "loop":
         return _loop(args)
+    if args.distilled_command == "ship":
+        return _ship(args)
     try:
         if args.distilled_command == "label":
             from zero.endgames.egdb_build import largest_available
@@ -142,6 +152,20 @@ def run(args: argparse.Namespace) -> int:
     if "endgame_mistake_rate" in held.extra:
         print(f"solved-endgame mistakes of its one-ply choice: {held.extra['endgame_mistake_rate']:.2%} of "
               f"{held.extra['endgame_moves_judged']:,} database moves with a choice")
+    return 0
+
+
+def _ship(args: argparse.Namespace) -> int:
+    from train.loop.distilled_loop import ShipError, ship_best
+    from zero.distilled.model import DEFAULT_DISTILLED, DistilledFileError
+    from zero.run.rundir import RunDirError
+
+    try:
+        lines = ship_best(Path(args.run), DEFAULT_DISTILLED, args.force)
+    except (ShipError, DistilledFileError, RunDirError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
     return 0
 
 
