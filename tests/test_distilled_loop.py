@@ -255,3 +255,19 @@ def test_ship_copies_the_best_generation_over_the_evaluation_it_descends_from_an
     with pytest.raises(ValueError):
         ship_best(run.root, shipped, force=True)
     assert shipped.read_bytes() == DEFAULT_DISTILLED.read_bytes()
+
+
+def test_a_gate_stage_says_which_endgame_database_once_not_for_every_player_of_every_round(tmp_path, capfd):
+    from train.arena.generation_gate import GenerationGateConfig
+    from zero.distilled.model import DEFAULT_DISTILLED
+    from zero.run.config import load_config
+
+    largest_available()  # built or loaded before the capture: its own first notices are not the gate's
+    capfd.readouterr()
+    cfg = load_config(GenerationGateConfig, None, ["round_openings=2", "processes=2", "sprt.max_pairs=4",
+                                                   "sprt.min_pairs=4"])  # two rounds
+    result = play_stage(tmp_path, "stage", DEFAULT_DISTILLED, DEFAULT_DISTILLED, "1", cfg, report=lambda _: None)
+    assert result.pairs == 4
+    said = capfd.readouterr().err
+    # Before: each of the two rounds' two workers made two players, each saying it (eight lines).
+    assert said.count("endgame database: the 6-piece one") <= 1, said

@@ -60,8 +60,16 @@ class StageResult:
                 f"({self.low:+.0f} .. {self.high:+.0f})")
 
 
-def _spec(evaluation: Path, budget: str) -> str:
-    return f"distilled:{evaluation}:{budget}:db"
+def _spec(evaluation: Path, budget: str, pieces: int) -> str:
+    return f"distilled:{evaluation}:{budget}:db{pieces}"
+
+
+def _database_pieces() -> int:
+    """The largest endgame database built, said once a stage: a spec's bare `:db` said it again for each
+    player of each worker of each round (four lines a round in the loop's console)."""
+    from zero.endgames.egdb_build import largest_available, say_which_database
+
+    return say_which_database(largest_available()).max_pieces
 
 
 def _read_rounds(path: Path) -> dict[int, list[float]]:
@@ -102,13 +110,15 @@ def play_stage(run_dir: Path, name: str, candidate: Path, best: Path, budget: st
     decision = None
     with contextlib.ExitStack() as stack:
         pool = None  # one for the stage's rounds, started for the first round to play: a start costs seconds
+        pieces = None
         for index, first in enumerate(range(0, len(openings), step)):
             pairs = done.get(index)
             if pairs is None:
                 if stopping():
                     raise GatingInterrupted(name)
                 pool = pool or stack.enter_context(worker_pool(config.processes))
-                result = play_split_match(_spec(candidate, budget), _spec(best, budget),
+                pieces = pieces or _database_pieces()
+                result = play_split_match(_spec(candidate, budget, pieces), _spec(best, budget, pieces),
                                           openings[first:first + step], config.processes, seed=index, pool=pool)
                 by_opening: dict[int, float] = {}
                 for game, opening in enumerate(result.opening_index):
