@@ -16,6 +16,7 @@ from zero.endgames.egdb import built
 from zero.net.checkpoint import save_checkpoint
 from zero.net.network import NetworkConfig, PolicyValueNet
 from zero.run.rundir import RunDir
+from match_starts import StartLog, long_first_pair
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
 
@@ -243,6 +244,58 @@ def test_the_status_line_counts_the_games_a_capped_gate_can_play(setup):
     # the ACF ballot under a 6-pair cap, "game N/288").
     _, line = _interrupted_gate(setup, pairs=2, games=1)
     assert "gate candidate-0000200 vs candidate-0000100: game 1/4 +" in line, line
+
+
+def test_a_long_game_of_the_pair_the_sprt_counts_next_holds_back_the_games_beyond_the_window(setup, monkeypatch):
+    # Issue 85, item 8: the first gate of a fresh run had finished 119 games and counted 3 pairs at 10.3 min,
+    # undecided: one game of pair 4 went on at the pace of 48 games in flight while 112 later games finished
+    # and waited. Now no game starts more than the window ahead of the pair the SPRT counts next.
+    from train.loop.driver import format_status
+
+    run, cfg, (best, candidate) = setup
+    run.write_best(best, 100, "test")
+    cfg.device, cfg.parallel_games = "cpu", 4  # the window, pairs_ahead unset: half of them, 2 pairs
+    cfg.sprt = SprtConfig(max_pairs=6, min_pairs=6)  # every game of the ballot
+    cfg.rating_yardsticks, cfg.judge_endgames = [], False  # the gate alone
+    keeper = Gatekeeper(run.root, cfg)
+    keeper.openings = long_first_pair(6)
+    log = StartLog(monkeypatch)
+    original = keeper._match
+
+    def logged_match(name, a, b, *args, **kwargs):
+        on_game = kwargs["on_game"]
+        kwargs["on_game"] = lambda g, r: (log.finished(g), on_game(g, r))
+        return original(name, a, b, *args, **kwargs)
+
+    statuses = []
+    write_status = RunDir.write_status
+
+    def recorded_status(rundir, role, status):
+        statuses.append(dict(status))
+        return write_status(rundir, role, status)
+
+    monkeypatch.setattr(RunDir, "write_status", recorded_status)
+    keeper._match = logged_match
+    entry = keeper.gate(candidate, 200, best)
+    assert entry["games"] == 12 and entry["pairs"] == 6
+    ahead = log.pairs_ahead(keeper.openings)
+    assert len(ahead) == 12 and max(ahead) == 1, ahead  # the first pair's long games held the rest back
+    # The status says how far games may start while the count waits, where that is short of the gate's end.
+    shown = [(s["pairs"], s.get("last_pair_to_start")) for s in statuses if "pairs" in s]
+    assert shown and all(last == (pairs + 2 if pairs + 2 < 6 else None) for pairs, last in shown), shown
+    first = next(s for s in statuses if "pairs" in s)
+    line = format_status({"games": 0, "positions": 0, "gatekeeper": first}, 60.0).splitlines()[-1]
+    assert line == "[1.0 min]   no game starts past pair 2 until pair 1 is done (gating.pairs_ahead), so that its " \
+                   "games go faster", line
+
+
+def test_the_gate_window_is_half_the_games_in_flight_unless_set():
+    # Half of them: the batch fills from the start as it did before the window. On a GPU that is the whole gate.
+    cfg = GatingConfig()
+    assert cfg.gate_window(cuda=False) == 24 and cfg.gate_window(cuda=True) == cfg.sprt.max_pairs
+    assert GatingConfig(parallel_games=5).gate_window(cuda=False) == 3
+    chosen = GatingConfig(pairs_ahead=10)
+    assert chosen.gate_window(cuda=False) == chosen.gate_window(cuda=True) == 10
 
 
 def test_a_waiting_candidate_is_gated_before_the_yardsticks_are_calibrated(setup, short_ladder):

@@ -19,6 +19,7 @@ from train.arena.match import (
 from train.cli.match import add_arguments, run
 from zero.corpus.openings import BallotError, Opening, load_openings
 from zero.yardsticks.players import AlphaBetaPlayer, RandomPlayer, SearchingPlayer
+from match_starts import StartLog, long_first_pair
 
 OPENINGS = [Opening("9-13 21-17 5-9", ("9-13", "21-17", "5-9")), Opening("11-15 23-19 8-11", ("11-15", "23-19", "8-11"))]
 
@@ -171,6 +172,53 @@ def test_games_in_flight_do_not_change_any_game():
     key = sorted((g.seed, g.moves) for g in alone.games)
     assert key == sorted((g.seed, g.moves) for g in together.games)
     assert len({g.moves for g in alone.games}) > 1
+
+
+def test_a_match_starts_no_game_beyond_what_its_caller_lets_start(monkeypatch):
+    # Issue 85, item 8: a gate counts pairs in ballot order, and its first had finished 119 games but counted 3
+    # pairs at 10.3 min: one game of pair 4 went on at the pace of 48 games in flight while the later games
+    # finished and waited. A caller that says which openings may start holds the later games back.
+    ballot = long_first_pair(6)
+
+    def players():
+        return RandomPlayer(1), RandomPlayer(2)
+
+    free = StartLog(monkeypatch)
+    unheld = play_match(*players(), ballot, seed=3, parallel=4, on_game=free.finished)
+    assert max(free.pairs_ahead(ballot)) >= 2  # unheld, later pairs start while the first goes on
+
+    log = StartLog(monkeypatch)
+    held = play_match(*players(), ballot, seed=3, parallel=4, on_game=log.finished,
+                      may_start=lambda opening: opening < log.pairs_done() + 2)
+    ahead = log.pairs_ahead(ballot)
+    assert len(ahead) == 12 and max(ahead) == 1  # never past the 2 pairs it lets start, and up to them
+    key = sorted((g.round, g.seed, g.moves) for g in unheld.games)
+    assert sorted((g.round, g.seed, g.moves) for g in held.games) == key  # every game, each the same
+
+    # Stopped while the first pair goes on, then resumed from its finished games (the second pair), it holds
+    # the rest back alike and plays the same games.
+    log = StartLog(monkeypatch)
+    stopped = play_match(*players(), ballot, seed=3, parallel=4, on_game=log.finished,
+                         may_start=lambda opening: opening < log.pairs_done() + 2,
+                         should_stop=lambda result: len(result.games) >= 2)
+    assert sorted(g.round for g in stopped.games) == [3, 4]
+    log = StartLog(monkeypatch)
+    for game in stopped.games:
+        log.finished(game)
+    resumed = play_match(*players(), ballot, seed=3, parallel=4, on_game=log.finished, done=stopped,
+                         may_start=lambda opening: opening < log.pairs_done() + 2)
+    ahead = log.pairs_ahead(ballot)
+    assert len(ahead) == 12 - len(stopped.games) and max(ahead) <= 1
+    assert sorted((g.round, g.seed, g.moves) for g in resumed.games) == key
+
+
+def test_a_match_that_may_start_no_game_plays_them_one_at_a_time(monkeypatch):
+    # With no game in flight nothing could change the caller's answer: waiting for it would never end, and
+    # ending there would drop the rest of the match.
+    log = StartLog(monkeypatch)
+    result = play_match(RandomPlayer(1), RandomPlayer(2), OPENINGS, seed=3, parallel=4, on_game=log.finished,
+                        may_start=lambda _: False)
+    assert log.events == [None, 1, None, 2, None, 3, None, 4] and len(result.games) == 4
 
 
 def test_length_cap_is_a_flagged_draw():

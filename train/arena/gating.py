@@ -55,6 +55,16 @@ class GatingConfig:
     # ... when the networks run on a GPU, where each batch is a round trip shared with the actors: the whole
     # gate at once (2 x sprt.max_pairs), so a gate costs one game's batches.
     gpu_parallel_games: int = setting(288, low=1, high=MAX_GAMES_IN_FLIGHT)
+    # The most pairs a gate's games may reach ahead of the pair its SPRT counts next (whose own games always
+    # start). Pairs count in ballot order, and in lockstep every game in flight slows the others: a first gate
+    # had finished 119 games but counted 3 pairs at 10.3 min, behind one long game of pair 4 (issue 85, item 8).
+    # With a window the later games finish and none start, and the long game's moves come faster in a smaller
+    # batch. Unset: half the games in flight (24 pairs on a CPU, the whole gate on a GPU), so the batch fills
+    # from the start as before, and at most a batch's worth of games runs ahead of a count that may decide
+    # before it needs them. Smaller never fills the batch (a smaller parallel_games in effect); larger keeps
+    # the long game slow for longer. A GPU's step is a round trip whatever its batch: a smaller batch there
+    # speeds nothing up.
+    pairs_ahead: int | None = setting(None, low=1, high=MOST_GAMES)
     # One leaf per tree per network batch, so that no virtual loss bends a fixed, small budget (the many
     # games in flight fill the batch instead).
     search: SearchConfig = field(default_factory=lambda: SearchConfig(leaves_per_tree=1))
@@ -94,6 +104,11 @@ class GatingConfig:
     def games_in_flight(self, cuda: bool) -> int:
         """The games a match keeps in flight: the GPU's number when the networks run on CUDA, else the CPU's."""
         return self.gpu_parallel_games if self.on_gpu(cuda) else self.parallel_games
+
+    def gate_window(self, cuda: bool) -> int:
+        """The pairs a gate's games may reach ahead of its SPRT's count (pairs_ahead, or half the games in
+        flight, rounded up so that they fill)."""
+        return self.pairs_ahead if self.pairs_ahead is not None else (self.games_in_flight(cuda) + 1) // 2
 
 
 def read_gating_log(run_dir: Path) -> list[dict]:
@@ -170,6 +185,7 @@ class Gatekeeper:
         self.openings = load_ballot(cfg.openings)
         self.device = None if cfg.device == "auto" else cfg.device
         self._sprt: PairSprt | None = None  # the gate being played, for its status
+        self._window = 0  # ... and its gate_window
         self._egdb: Egdb | None = None  # the judge of recorded endgames, once loaded (_endgame_database)
         torch.set_num_threads(cfg.torch_threads)
         self.ratings_path = self.run.ratings
@@ -345,9 +361,11 @@ class Gatekeeper:
         self.run.match_journal(name).unlink(missing_ok=True)
 
     def _match(self, name: str, a, b, seed: int, games: int | None, parallel: int,
-               on_game=None, should_stop=lambda _: False, done: MatchResult | None = None) -> MatchResult:
+               on_game=None, should_stop=lambda _: False, done: MatchResult | None = None,
+               may_start: Callable[[int], bool] | None = None) -> MatchResult:
         """A lockstep match that resumes from its journal (or from `done`, read from it already), writes
-        each finished game to it, and aborts (raising GatingInterrupted) when the gatekeeper must stop."""
+        each finished game to it, and aborts (raising GatingInterrupted) when the gatekeeper must stop;
+        `may_start` as play_match's."""
         journal = self._journal(name, a.name, b.name)
         if done is None:
             done = journal.read(self.openings, self.rules)
@@ -365,7 +383,7 @@ class Gatekeeper:
         self._show_match(name, done, total)
         result = play_match(
             a, b, self.openings, self.rules, seed, games=games, parallel=parallel, on_game=finished,
-            should_stop=lambda r: self.should_stop() or should_stop(r), done=done,
+            should_stop=lambda r: self.should_stop() or should_stop(r), done=done, may_start=may_start,
         )
         if self.should_stop():
             raise GatingInterrupted()
@@ -386,6 +404,9 @@ class Gatekeeper:
                           # openings' games finished before it.
                           next_pair_games=len(self._sprt.waiting.get(counted, ())),
                           games_waiting=sum(len(g) for k, g in self._sprt.waiting.items() if k != counted))
+            if counted + self._window < total // 2:
+                # Why the games stop coming while that pair's game goes on: none starts past the window.
+                status.update(last_pair_to_start=counted + self._window)
         self.run.write_status("gatekeeper", status)
 
     def show_phase(self, phase: str) -> None:
@@ -406,6 +427,8 @@ class Gatekeeper:
             return self.refuse(candidate, candidate_step, exc)
         best_player = self._network_player(best)
         sprt = self._sprt = PairSprt(self.cfg.sprt)
+        cuda = torch.cuda.is_available()
+        window = self._window = self.cfg.gate_window(cuda)
 
         def count(result: MatchResult, i: int) -> None:
             sprt.add_game(result.opening_index[i], result.points_for_a(i))
@@ -419,9 +442,10 @@ class Gatekeeper:
             # The SPRT decides by its pair cap at the latest, so the match is the ballot's first max_pairs
             # openings: its status shows the real number of games, and no game starts that could not count.
             result = self._match(name, cand_player, best_player, self.cfg.seed + candidate_step,
-                                 2 * self.cfg.sprt.max_pairs, self.cfg.games_in_flight(torch.cuda.is_available()),
+                                 2 * self.cfg.sprt.max_pairs, self.cfg.games_in_flight(cuda),
                                  on_game=lambda _, r: count(r, len(r.games) - 1),
-                                 should_stop=lambda _: sprt.decision() is not None, done=done)
+                                 should_stop=lambda _: sprt.decision() is not None, done=done,
+                                 may_start=lambda opening: opening < len(sprt.pair_scores) + window)
         finally:
             self._sprt = None
         decision = sprt.final_decision()

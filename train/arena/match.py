@@ -415,6 +415,7 @@ def play_match(
     progress: bool = False,
     done: MatchResult | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    may_start: Callable[[int], bool] | None = None,
 ) -> MatchResult:
     """Play the ballot schedule (each opening with A as Black, then as White; its first `games` games),
     `parallel` games at a time. Game k's seed is mix_seed(seed, k); the rules end every game, their
@@ -422,6 +423,11 @@ def play_match(
 
     on_game(game, result_so_far) runs after each finished game; should_stop(result) is asked after each
     one and ends the match early (games still in flight are dropped and not counted).
+
+    may_start(opening_index) is asked before the next game of the schedule starts: while it says no, that
+    game waits, and so does every game after it (the schedule is in ballot order), and the games in flight
+    go on with the slot left empty. With no game in flight the next one starts whatever it says, since
+    nothing else could change its answer.
 
     `done` holds the finished games of an interrupted run of the same match: they start the result, and
     their rounds are not played again (a game is a function of its seed, so the rest is what an
@@ -520,10 +526,14 @@ def play_match(
     try:
         while True:
             stop = should_stop is not None and should_stop(result)
+            in_flight = sum(s is not None for s in slots)
             for g in range(parallel):
                 if slots[g] is None and next_game < len(schedule) and not stop:
+                    if may_start is not None and in_flight and not may_start(schedule[next_game][1][0]):
+                        break
                     slots[g] = start(g)
                     next_game += 1
+                    in_flight += 1
             live = [(g, s) for g, s in enumerate(slots) if s is not None]
             if stop or not live:
                 break

@@ -307,6 +307,10 @@ def format_status(snap: dict, elapsed: float) -> str:
                 line += (f"\n{clock}   a pair counts once both its games and all earlier pairs are done: pair "
                          f"{pairs + 1} has {keeper['next_pair_games']} of 2, {keeper['games_waiting']} later "
                          f"games wait")
+                if "last_pair_to_start" in keeper:
+                    # Else the game count standing still while a game goes on reads as a stalled gate.
+                    line += (f"\n{clock}   no game starts past pair {keeper['last_pair_to_start']} until pair "
+                             f"{pairs + 1} is done (gating.pairs_ahead), so that its games go faster")
         elif "llr" in keeper:
             low, high = keeper["llr_bounds"]
             line += f", LLR {keeper['llr']:.2f} in ({low:.2f}, {high:.2f})" + (f", {pairs} pairs" if pairs else "")
