@@ -77,8 +77,10 @@ from zero.yardsticks.players import MAX_TIMED_DEPTH, AlphaBetaPlayer, RandomPlay
 DEFAULT_MCTS_SIMULATIONS = 200
 # The player the matches chose: the shipped network's search with the largest endgame database as exact
 # leaves and the opening book. Issue 75's distilled alpha-beta player played level with it (+12 (-4 .. +28)
-# at 0.1 s a move, +11 (-15 .. +37) at 1 s; benchmarks/RESULTS.md), so this stays the default until a
-# match says otherwise. Its budget is the spec's, DEFAULT_BUDGET (the matches' time control) when left out.
+# at 0.1 s a move, +11 (-15 .. +37) at 1 s); generation 1 of its own loop beat it, +18 (+3 .. +33) at 0.1 s
+# (benchmarks/RESULTS.md), but play.engine.Engine, which every front end plays, searches by MCTS alone: this
+# stays the default until the front ends play the alpha-beta player too (issue 84, item 6). Its budget is the
+# spec's, DEFAULT_BUDGET (the matches' time control) when left out.
 DEFAULT_PLAYER = "mcts:{budget}:dbleaves:book"
 DEFAULT_BUDGET = "t0+0.1"
 SPEC_HELP = ("default[:BUDGET] (the default player, the one every front end plays: " + DEFAULT_PLAYER
