@@ -77,8 +77,11 @@ def _add_pieces(mask, colour, king, sign, w1, acc):
 @njit(cache=True)
 def refresh(black, white, kings, w1, b1, acc):
     """Both views' accumulators (acc int16 [2, H]) of a position, from every piece on the board."""
+    # Element by element, as in update: a slice assignment needs numba's reference counting, which the search
+    # that calls these kernels is compiled without (zero.yardsticks.alphabeta_search's module doc).
     for perspective in range(2):
-        acc[perspective, :] = b1
+        for i in range(acc.shape[1]):
+            acc[perspective, i] = b1[i]
     _add_pieces(black & ~kings, 0, False, 1, w1, acc)
     _add_pieces(black & kings, 0, True, 1, w1, acc)
     _add_pieces(white & ~kings, 1, False, 1, w1, acc)
@@ -90,7 +93,9 @@ def update(black, white, kings, child_black, child_white, child_kings, w1, acc, 
     """child_acc = acc of the position (black, white, kings) moved on to (child_...): the parent's accumulators
     plus the rows of the pieces the move added, minus those it removed (the mover's from and to squares, a
     crowning, every captured piece)."""
-    child_acc[:, :] = acc
+    for perspective in range(2):
+        for i in range(acc.shape[1]):
+            child_acc[perspective, i] = acc[perspective, i]
     for colour in range(2):
         before = black if colour == 0 else white
         after = child_black if colour == 0 else child_white

@@ -38,6 +38,17 @@ to move is threatened with a capture is searched one ply deeper, at most MOST_EX
 The search is iterative with an explicit stack (search_root says how it maps onto the recursion): a
 self-recursive kernel crashed when numba loaded it from its cache (numba 0.68), and compiling one afresh
 costs every process many seconds.
+
+search_root is compiled without numba's reference counting (NRT, `_nrt=False`), and the kernels it calls
+inherit that unless they say otherwise: with it, every array view (frames[ply]), every array or tuple of arrays
+handed to a function, and every row a kernel takes cost an atomic count up and down, which was two thirds of
+the search's time (0.9 M nodes a second; 2.5 to 3 M without, benchmarks/alphabeta_speed.py). What counting is
+for, the search never does: it allocates nothing and hands back no array, and its caller owns every array it
+touches. A kernel compiled so serves its other callers too (numba keeps one compilation a signature), which is
+sound for the same reasons; one that must allocate does not compile without it (numba refuses), so it opts back
+in (`_nrt=True`: database_value, whose probe of the database allocates). The per-node steps (_enter,
+_open_child, _child_done, _leave) are inlined into search_root, a sixth faster again: a call copies the
+descriptor of every array it is handed, the evaluation's nine and the tables' eight among them.
 """
 
 from __future__ import annotations
@@ -120,7 +131,7 @@ def _from_table(score, ply):
     return score
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=True)  # the database's probe allocates: reference counting stays on (module doc)
 def database_value(black, white, kings, black_to_move, ply, tables):
     """The database's score of a quiet position (neither side can capture) at `ply`, or INFINITY when the
     database does not hold it."""
@@ -167,7 +178,7 @@ def _quiet_value(black, white, kings, btm, ply, counters, evaluation, work, tabl
     return leaf_score(black, white, kings, btm, ply, evaluation, work)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, history, counters, evaluation, work,
            tables):
     """Open the node in frames[ply] (position, depth, window set by its parent). Returns (True, its score)
@@ -257,7 +268,7 @@ def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, histor
     return False, 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _open_child(ply, btm, frames, moves, full_window, reduction, evaluation, work):
     """Set up frames[ply + 1] for the child of the move in frames[ply][P_ROW]: a full window, or (principal
     variation search, after the first move) the null window just above alpha; `reduction` plies less deep
@@ -294,7 +305,7 @@ def _reduction(ply, k, frames, order, rows, counters):
     return min(counters[C_REDUCTIONS], f[P_DEPTH] - 2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _child_done(ply, btm, score, frames, moves, killers, history, counters):
     """Take the score of the child just searched into the node at ply; True when the node is cut off."""
     f = frames[ply]
@@ -320,7 +331,7 @@ def _child_done(ply, btm, score, frames, moves, killers, history, counters):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _leave(ply, btm, frames, tt, counters):
     """Close the node at ply: store its score in the table (as a bound or exact); return the score."""
     f = frames[ply]
@@ -336,7 +347,7 @@ def _leave(ply, btm, frames, tt, counters):
     return best
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def search_root(black, white, kings, black_to_move, depth, root_order, root_draws, frames, moves, order, rows, tt,
                 killers, history, counters, evaluation, work, tables):
     """One iteration: the score of the position to `depth` (module doc) by fail-soft principal-variation
