@@ -4,7 +4,7 @@ signature, a digest of every position's move, score and node count, must match b
 depth the player on the clock reaches.
 
     python benchmarks/alphabeta_speed.py [--eval checkpoints/distilled.npz] [--depth 11] [--seconds 0.1]
-        [--every 12] [--repeat 3]
+        [--every 12] [--repeat 3] [--db]
 
 Positions: players_bench's (ballot openings, then 10, 20 and 30 plies of a seeded game). To compare two
 versions of the code, run this script in turn with PYTHONPATH set to each checkout (a `git worktree` of the
@@ -30,12 +30,12 @@ from zero.distilled.model import load_eval  # noqa: E402
 from zero.yardsticks.alphabeta_player import DistilledPlayer  # noqa: E402
 
 
-def fixed_depth(evaluation, games, depth: int, repeat: int) -> None:
-    DistilledPlayer(depth=1, evaluation=evaluation).search(games[0])  # compile (or load from numba's cache)
+def fixed_depth(evaluation, games, depth: int, repeat: int, egdb=None) -> None:
+    DistilledPlayer(depth=1, evaluation=evaluation, egdb=egdb).search(games[0])  # compile (or load from numba's cache)
     best, nodes, digest = float("inf"), 0, ""
     for _ in range(repeat):
         # A new player each pass: the history heuristic's table carries over from one search to the next.
-        player = DistilledPlayer(depth=depth, evaluation=evaluation, seed=1)
+        player = DistilledPlayer(depth=depth, evaluation=evaluation, seed=1, egdb=egdb)
         signature = hashlib.sha256()
         seconds, nodes = 0.0, 0
         for game in games:
@@ -50,8 +50,8 @@ def fixed_depth(evaluation, games, depth: int, repeat: int) -> None:
           f"signature {digest}")
 
 
-def on_the_clock(evaluation, games, seconds: float) -> None:
-    player = DistilledPlayer(seconds=seconds, evaluation=evaluation, seed=1)
+def on_the_clock(evaluation, games, seconds: float, egdb=None) -> None:
+    player = DistilledPlayer(seconds=seconds, evaluation=evaluation, seed=1, egdb=egdb)
     player.warm_up()
     nodes, spent, depths = 0, 0.0, []
     for game in games:
@@ -71,13 +71,21 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.1, help="0: no search on the clock")
     parser.add_argument("--every", type=int, default=12, help="take every N-th ballot opening")
     parser.add_argument("--repeat", type=int, default=3, help="time the fixed-depth pass this many times, keep the best")
+    parser.add_argument("--db", action="store_true",
+                        help="with the largest endgame database built as exact leaves, as the players' :db")
     args = parser.parse_args()
     evaluation = load_eval(args.eval)
+    egdb = None
+    if args.db:
+        from zero.endgames.egdb_build import largest_available
+
+        egdb = largest_available()
     games = bench_positions(args.every)
-    print(f"{len(games)} positions; load average {os.getloadavg()[0]:.2f}")
-    fixed_depth(evaluation, games, args.depth, args.repeat)
+    database = f"the {egdb.max_pieces}-piece database" if egdb is not None else "no database"
+    print(f"{len(games)} positions, {database}; load average {os.getloadavg()[0]:.2f}")
+    fixed_depth(evaluation, games, args.depth, args.repeat, egdb)
     if args.seconds:
-        on_the_clock(evaluation, games, args.seconds)
+        on_the_clock(evaluation, games, args.seconds, egdb)
 
 
 if __name__ == "__main__":
