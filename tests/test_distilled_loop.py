@@ -271,3 +271,22 @@ def test_a_gate_stage_says_which_endgame_database_once_not_for_every_player_of_e
     said = capfd.readouterr().err
     # Before: each of the two rounds' two workers made two players, each saying it (eight lines).
     assert said.count("endgame database: the 6-piece one") <= 1, said
+
+
+def test_a_candidate_of_another_size_learns_from_scratch_and_is_gated_on_the_clock_alone(tmp_path, egdb4):
+    run = RunDir(tmp_path / "run")
+    bigger = [s for s in TINY if not s.startswith(("gate.budget", "gate.confirm_budget"))] + ["training.accumulator=16"]
+    at_depth = subprocess.run([sys.executable, "-m", "play", "distilled", "loop", "--run", str(run.root), "--cycles",
+                               "1", *[a for s in bigger + ["gate.budget=2"] for a in ("--set", s)]],
+                              capture_output=True, text=True)
+    assert at_depth.returncode == 2 and at_depth.stderr.count("\n") == 1, at_depth.stderr
+    assert "16/32/1 candidate against a 64/32/1 best is gated at equal time" in at_depth.stderr
+    assert not read_gating_log(run.root)  # refused before any game
+
+    cfg = resolve_config(run, None, bigger + ["gate.budget=t0+0.01", "gate.confirm_budget="])
+    lines = []
+    assert run_distilled_loop(run.root, cfg, say=lines.append) == 0
+    assert any("a 16/32/1 evaluation, the best a 64/32/1 one: learnt from scratch" in line for line in lines), lines
+    assert load_eval(run.evaluation_candidate(0)).shape.accumulator == 16
+    decisions = [e for e in read_gating_log(run.root) if e["kind"] == GATE_ENTRY]
+    assert [s["budget"] for s in decisions[0]["stages"]] == ["t0+0.01"]

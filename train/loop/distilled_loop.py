@@ -165,9 +165,27 @@ def self_play(run: RunDir, cfg: DistilledLoopConfig, state: LoopState, stopping:
         raise Stopped
 
 
+def _size(shape) -> str:
+    return f"{shape.accumulator}/{shape.hidden}/{shape.buckets}"
+
+
+def check_equal_time(cfg: DistilledLoopConfig, best: Path) -> None:
+    """Refuse a gate that would favour a candidate of another size: at a fixed depth the larger evaluation gets its
+    cost free, so such a candidate is gated on the clock at both stages (ValueError, one line)."""
+    from zero.distilled.model import DistilledShape, load_eval
+
+    shape = DistilledShape(cfg.training.accumulator, cfg.training.hidden, cfg.training.buckets)
+    best_shape = load_eval(best).shape
+    fixed = [b for b in (cfg.gate.budget, cfg.gate.confirm_budget) if b and not b.startswith("t")]
+    if shape != best_shape and fixed:
+        raise ValueError(f"a {_size(shape)} candidate against a {_size(best_shape)} best is gated at equal time: "
+                         f"gate budget {fixed[0]!r} is a depth; set a clock, e.g. --set gate.budget=t0+0.02")
+
+
 def train_candidate(run: RunDir, cfg: DistilledLoopConfig, state: LoopState, say: Callable[[str], None]) -> Path:
-    """Phase 2: the cycle's candidate, trained unless it is already written."""
-    from zero.distilled.model import load_eval
+    """Phase 2: the cycle's candidate, trained unless it is already written: from the best's weights, or from
+    scratch when the training's shape is not the best's."""
+    from zero.distilled.model import DistilledShape, load_eval
 
     out = run.evaluation_candidate(state.cycle)
     if out.exists():
@@ -187,8 +205,14 @@ def train_candidate(run: RunDir, cfg: DistilledLoopConfig, state: LoopState, say
     made_from = {"parent": state.best.name, "parent_generation": state.generation, "cycle": state.cycle,
                  "games": games, "positions": int(len(labels["black"])), "teacher": str(teacher or ""),
                  "store_positions": reader.total_positions(), "selfplay": to_dict(cfg.selfplay)}
+    best = load_eval(state.best)
+    shape = DistilledShape(cfg.training.accumulator, cfg.training.hidden, cfg.training.buckets)
+    if best.shape != shape:
+        # Another size (item 3 of issue 84): no weights to go on from, so it learns the window from scratch.
+        say(f"cycle {state.cycle} training: a {_size(shape)} evaluation, the best a {_size(best.shape)} one: "
+            f"learnt from scratch")
     held = train(labels, cfg.training, out, made_from, progress=False, searched=searched,
-                 initial=load_eval(state.best))
+                 initial=best if best.shape == shape else None)
     say(f"cycle {state.cycle} training: held out {held.positions:,} positions, loss {held.loss_vs_target:.4f} "
         f"against their targets, {held.loss_vs_teacher:.4f} against the " + ("search alone" if teacher is None else
                                                                                "teacher alone"))
@@ -215,6 +239,7 @@ def run_distilled_loop(run_dir: Path, cfg: DistilledLoopConfig, say: Callable[[s
         state = loop_state(run, cfg)
         say(f"{run.root}: cycle {state.cycle}, best generation {state.generation} ({state.best.name})")
         for _ in range(cfg.cycles or 1 << 62):
+            check_equal_time(cfg, state.best)
             self_play(run, cfg, state, lambda: stop["now"], say)
             candidate = train_candidate(run, cfg, state, say)
             if stop["now"]:
