@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from players_bench import bench_positions  # noqa: E402
+from players_bench import bench_positions, searches_on_the_clock  # noqa: E402
 
 from zero.distilled.model import load_eval  # noqa: E402
 from zero.yardsticks.alphabeta_player import DistilledPlayer  # noqa: E402
@@ -51,17 +51,10 @@ def fixed_depth(evaluation, games, depth: int, repeat: int, egdb=None) -> None:
 
 
 def on_the_clock(evaluation, games, seconds: float, egdb=None) -> None:
-    player = DistilledPlayer(seconds=seconds, evaluation=evaluation, seed=1, egdb=egdb)
-    player.warm_up()
-    nodes, spent, depths = 0, 0.0, []
-    for game in games:
-        start = time.perf_counter()
-        _, _, visited = player.search(game)
-        spent += time.perf_counter() - start
-        nodes += visited
-        depths.append(player.last_depth)
+    rate, depths = searches_on_the_clock(DistilledPlayer(seconds=seconds, evaluation=evaluation, seed=1, egdb=egdb),
+                                         games)
     print(f"{seconds:g} s a move: depth {statistics.mean(depths):.2f} on average (min {min(depths)}, "
-          f"max {max(depths)}), {nodes / spent:,.0f} nodes/s")
+          f"max {max(depths)}), {rate:,.0f} nodes/s")
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from numba import njit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from players_bench import bench_positions  # noqa: E402
+from players_bench import bench_positions, searches_on_the_clock  # noqa: E402
 
 from zero.distilled import kernels as dk  # noqa: E402
 from zero.distilled.model import load_eval  # noqa: E402
@@ -99,15 +99,8 @@ def search_speed(evaluation, seconds: float, selectivities: list[Selectivity]) -
                 for s in selectivities]
     players.append(("classical", ClassicalPlayer(seconds=seconds)))
     for name, player in players:
-        player.warm_up()
-        nodes, times, depths = 0, 0.0, []
-        for game in games:
-            start = time.perf_counter()
-            _, _, visited = player.search(game)
-            times += time.perf_counter() - start
-            nodes += visited
-            depths.append(player.last_depth)
-        print(f"{name} search at {seconds:g} s a move: {nodes / times:,.0f} nodes/s, depth {statistics.mean(depths):.1f} "
+        rate, depths = searches_on_the_clock(player, games)
+        print(f"{name} search at {seconds:g} s a move: {rate:,.0f} nodes/s, depth {statistics.mean(depths):.1f} "
               f"on average (min {min(depths)}, max {max(depths)}) over {len(games)} positions")
 
 
