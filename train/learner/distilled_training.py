@@ -56,6 +56,11 @@ class DistilledTrainConfig:
     def validate(self) -> None:
         check_settings(self)
 
+    @property
+    def shape(self) -> DistilledShape:
+        """The size of the evaluation this training makes from scratch."""
+        return DistilledShape(self.accumulator, self.hidden, self.buckets)
+
 
 @dataclass
 class HeldOut:
@@ -142,7 +147,7 @@ def train(labels: dict[str, np.ndarray], config: DistilledTrainConfig, out: str 
                                   f"{config.database_pieces} pieces{'' if config.walked else ', no walks'})")
     test_rows = np.flatnonzero(split == SPLITS.index("test"))
     start_from = initial if initial is not None else \
-        random_eval(DistilledShape(config.accumulator, config.hidden, config.buckets), config.seed)
+        random_eval(config.shape, config.seed)
     shape = start_from.shape
     net = DistilledNet.from_eval(start_from)
     optimizer = torch.optim.Adam(net.parameters(), lr=config.lr)

@@ -165,27 +165,22 @@ def self_play(run: RunDir, cfg: DistilledLoopConfig, state: LoopState, stopping:
         raise Stopped
 
 
-def _size(shape) -> str:
-    return f"{shape.accumulator}/{shape.hidden}/{shape.buckets}"
-
-
 def check_equal_time(cfg: DistilledLoopConfig, best: Path) -> None:
     """Refuse a gate that would favour a candidate of another size: at a fixed depth the larger evaluation gets its
     cost free, so such a candidate is gated on the clock at both stages (ValueError, one line)."""
-    from zero.distilled.model import DistilledShape, load_eval
+    from zero.distilled.model import load_eval
 
-    shape = DistilledShape(cfg.training.accumulator, cfg.training.hidden, cfg.training.buckets)
-    best_shape = load_eval(best).shape
+    shape, best_shape = cfg.training.shape, load_eval(best).shape
     fixed = [b for b in (cfg.gate.budget, cfg.gate.confirm_budget) if b and not b.startswith("t")]
     if shape != best_shape and fixed:
-        raise ValueError(f"a {_size(shape)} candidate against a {_size(best_shape)} best is gated at equal time: "
+        raise ValueError(f"a {shape} candidate against a {best_shape} best is gated at equal time: "
                          f"gate budget {fixed[0]!r} is a depth; set a clock, e.g. --set gate.budget=t0+0.02")
 
 
 def train_candidate(run: RunDir, cfg: DistilledLoopConfig, state: LoopState, say: Callable[[str], None]) -> Path:
     """Phase 2: the cycle's candidate, trained unless it is already written: from the best's weights, or from
     scratch when the training's shape is not the best's."""
-    from zero.distilled.model import DistilledShape, load_eval
+    from zero.distilled.model import load_eval
 
     out = run.evaluation_candidate(state.cycle)
     if out.exists():
@@ -206,13 +201,13 @@ def train_candidate(run: RunDir, cfg: DistilledLoopConfig, state: LoopState, say
                  "games": games, "positions": int(len(labels["black"])), "teacher": str(teacher or ""),
                  "store_positions": reader.total_positions(), "selfplay": to_dict(cfg.selfplay)}
     best = load_eval(state.best)
-    shape = DistilledShape(cfg.training.accumulator, cfg.training.hidden, cfg.training.buckets)
-    if best.shape != shape:
+    same_size = best.shape == cfg.training.shape
+    if not same_size:
         # Another size (item 3 of issue 84): no weights to go on from, so it learns the window from scratch.
-        say(f"cycle {state.cycle} training: a {_size(shape)} evaluation, the best a {_size(best.shape)} one: "
+        say(f"cycle {state.cycle} training: a {cfg.training.shape} evaluation, the best a {best.shape} one: "
             f"learnt from scratch")
     held = train(labels, cfg.training, out, made_from, progress=False, searched=searched,
-                 initial=best if best.shape == shape else None)
+                 initial=best if same_size else None)
     say(f"cycle {state.cycle} training: held out {held.positions:,} positions, loss {held.loss_vs_target:.4f} "
         f"against their targets, {held.loss_vs_teacher:.4f} against the " + ("search alone" if teacher is None else
                                                                                "teacher alone"))
@@ -295,11 +290,13 @@ def ship_best(run_dir: Path, shipped: Path, force: bool = False) -> list[str]:
         raise ShipError(f"{run_dir}: its best is generation 0, the evaluation it started from; nothing to ship")
     load_eval(best.path)  # a damaged file is refused in one line, before the shipped one is touched
     initial = run.initial_evaluation()
-    if shipped.is_file() and file_sha256(shipped) == file_sha256(best.path):
+    best_sha = file_sha256(best.path)
+    shipped_sha = file_sha256(shipped) if shipped.is_file() else None
+    if shipped_sha == best_sha:
         raise ShipError(f"{shipped} is generation {best.step} of {run_dir} already")
-    if shipped.is_file() and not force and (not initial.exists() or file_sha256(initial) != file_sha256(shipped)):
+    if shipped_sha is not None and not force and (not initial.exists() or file_sha256(initial) != shipped_sha):
         raise ShipError(f"{run_dir}'s generation 0 is not {shipped}: no gate played its best against the shipped "
                         f"evaluation (a match can: benchmarks/distilled_generations.py); --force ships it anyway")
     atomic_write_bytes(shipped, best.path.read_bytes())
-    return [f"{shipped}: generation {best.step} of {run.root} ({best.path.name}, sha256 "
-            f"{file_sha256(shipped)[:12]}...)", *lineage(run)]
+    return [f"{shipped}: generation {best.step} of {run.root} ({best.path.name}, sha256 {best_sha[:12]}...)",
+            *lineage(run)]

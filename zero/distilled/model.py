@@ -51,6 +51,9 @@ class DistilledShape:
     hidden: int = 32
     buckets: int = 1
 
+    def __str__(self) -> str:
+        return f"{self.accumulator}/{self.hidden}/{self.buckets}"
+
     def shapes(self) -> dict[str, tuple[int, ...]]:
         a, h, k = self.accumulator, self.hidden, self.buckets
         return {"w1": (dk.INPUTS, a), "b1": (a,), "w2": (k, h, 2 * a), "b2": (k, h), "w3": (k, h, h), "b3": (k, h),
