@@ -31,8 +31,9 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--first", type=int, help="only the ballot's first N openings (2N games)")
     parser.add_argument("--budget", default="t0+0.1", help="each player's budget (default: a 0.1 s a move clock)")
-    parser.add_argument("--against", default="default",
-                        help="the second yardstick, a player spec (default: the whole player, `default`)")
+    parser.add_argument("--against", default="mcts:t0+0.1:dbleaves:book",
+                        help="the second yardstick, a player spec (default: the whole player, the network's MCTS "
+                             "at the matches' 0.1 s a move)")
     args = parser.parse_args()
     run = RunDir(args.run)
     openings = load_ballot("openings/acf_3move_144.txt")[:args.first]

@@ -1,8 +1,10 @@
 """The browser's analysis board (play.server routes to it): lines a person steps through, the engine's live
 analysis of a position and game reviews, the last two as jobs that run in the background and are polled.
 
-A job is one search the page asked for: an analysis (play.engine.Engine.analyse on the server's one engine,
-in short rounds that each keep the tree of the one before, so the page polls a growing analysis and a game's
+A job is one search the page asked for: an analysis (play.engine.Engine.analyse on the server's one engine
+when it is a network's MCTS, else on an MCTS engine of the shipped network made on the first analysis: an
+analysis shows every move's visits and win/draw/loss, which the alpha-beta player's search does not give; in
+short rounds that each keep the tree of the one before, so the page polls a growing analysis and a game's
 move waits at most a round for the engine) or a review (play.review.review_games, on an analysis engine of its
 own, play.api.Engine, made on the first review). Both answer in play.analysis_json's shape. Jobs are bounded
 as the server's games are: a client runs one analysis (a new one stops its last) and one review at a time,
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from play.analysis_json import analysis_json
-from play.engine import Budget, Engine, EngineError
+from play.engine import MCTS, Budget, Engine, EngineError, MctsEngine
 from play.review import GameReview, ReviewSettings, review_games
 from zero.corpus.pdn import PdnGame
 from zero.rules.game import Game, Position
@@ -110,6 +112,12 @@ class Board:
                  idle_seconds: float, analysis_engine: Callable[[], AnalysisEngine] | None = None) -> None:
         self.engine = engine
         self.engine_lock = engine_lock
+        # The network the analyses and reviews search: the play engine's, or the shipped one beside the
+        # alpha-beta player (whose own engine and lock it then never takes).
+        self.network = engine.checkpoint if engine.kind == MCTS else None
+        self._analysis_search: tuple[Engine, threading.Lock] | None = (engine, engine_lock) if engine.kind == MCTS \
+            else None
+        self._load_lock = threading.Lock()  # one thread loads that network
         self.most = most
         self.per_address = per_address
         self.idle_seconds = idle_seconds
@@ -124,7 +132,7 @@ class Board:
         from play.queries import EngineSettings
 
         # A handful of trees: a review is one game, and the page's reviews run one at a time.
-        return AnalysisEngine(self.engine.checkpoint, EngineSettings(slots=16),
+        return AnalysisEngine(self.network, EngineSettings(slots=16),
                               endgame_database=self.engine.egdb is not None)
 
     # ------------------------------------------------------------------------------------------ table
@@ -201,9 +209,10 @@ class Board:
         while not self._should_stop(job):
             target = min(simulations, job.done + step)
             round_started = time.monotonic()
-            with self.engine_lock:
+            engine, lock = self._live_search()
+            with lock:
                 # The engine keeps its tree when the game is the one it searched last: each round adds to it.
-                analysis = self.engine.analyse(game, Budget(simulations=target))
+                analysis = engine.analyse(game, Budget(simulations=target))
             took = time.monotonic() - round_started
             analysis.seconds = time.monotonic() - started  # the whole analysis's, not this round's
             grew = analysis.simulations > job.done
@@ -214,6 +223,15 @@ class Board:
                 return
             step = max(FIRST_ROUND_SIMULATIONS, min(4 * step, int(step * ROUND_SECONDS / max(took, 1e-3))))
         job.state = "stopped"
+
+    def _live_search(self) -> tuple[Engine, threading.Lock]:
+        """The MCTS engine the live analyses search with, and the lock that serialises its searches."""
+        with self._load_lock:
+            if self._analysis_search is None:
+                engine = MctsEngine.load(self.network, endgame_database=self.engine.egdb is not None,
+                                         opening_book=False)
+                self._analysis_search = engine, threading.Lock()
+            return self._analysis_search
 
     # ----------------------------------------------------------------------------------------- review
 

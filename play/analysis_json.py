@@ -56,6 +56,7 @@ def analysis_json(analysis: Analysis, position: Position, ply: int, *, query_id:
         "proven": proven_json(analysis.proven),
         "plies_left": None if analysis.plies_left is None else round(float(analysis.plies_left), 1),
         "simulations": int(analysis.simulations),
+        "depth": analysis.depth,
         "nodes": int(analysis.nodes),
         "seconds": round(float(analysis.seconds), 3),
         "moves": moves,

@@ -31,12 +31,13 @@ class Engine:
         With the endgame database (as play.engine.Engine.load) positions it holds are exact. Raises
         play.engine.EngineError when it cannot be loaded."""
         from play.analysis_pool import AnalysisPool
-        from play.engine import Engine as PlayEngine
+        from play.engine import MctsEngine
         from selfplay.tree_search.evaluators import CachedEvaluator
 
         self.settings = settings or EngineSettings()
         self.settings.validate()
-        loaded = PlayEngine.load(checkpoint, endgame_database, opening_book=False)  # it analyses, never plays
+        # The batched search is MCTS over a network (the shipped one for None), whatever the default player is.
+        loaded = MctsEngine.load(checkpoint, endgame_database, opening_book=False)  # it analyses, never plays
         self.network = loaded.checkpoint.stem
         evaluator = loaded.evaluator
         if self.settings.cache_positions:

@@ -31,7 +31,7 @@ visits cannot then drive the game through their browser, whatever address the se
 
 Limits (`Limits`), so that one client cannot take the server from the others:
 - Work per request: a search is at most MAX_SIMULATIONS simulations (4 x the strongest level; more is a
-  400). Searches share one engine and run one at a time; a request waits only for its own game and, when
+  400), or MAX_DEPTH plies for the alpha-beta engine (the strongest level's and two more, a few seconds). Searches share one engine and run one at a time; a request waits only for its own game and, when
   it searches, for the engine: the page, /api/info and other games' moves do not wait on a search.
 - Games: a game in use is never dropped for another. A client is a browser session (the page sets a cookie
   for it: a label to count games by, no credential) or, for a program that sends no such cookie, its address.
@@ -87,7 +87,7 @@ from zero.rules.notation import NotationError, fen_to_position
 from zero.run.config import check_settings, setting
 from play.analysis_board import ApiError, Board, line_json, pdn_game_json, position_of
 from play.engine import (
-    DEFAULT_LEVEL, LEVELS, Budget, Engine, EngineError, budget_for,
+    ALPHABETA, DEFAULT_LEVEL, LEVELS, Budget, Engine, EngineError, budget_for,
 )
 from play.session import HumanGame, PlayError
 
@@ -97,6 +97,7 @@ MAX_BODY_BYTES = 64 * 1024
 # A browser's request line and headers take a few KiB; a longer head is refused before it is parsed.
 MAX_HEAD_BYTES = 32 * 1024
 MAX_SIMULATIONS = 4 * max(level.simulations for level in LEVELS.values())
+MAX_DEPTH = max(level.depth for level in LEVELS.values()) + 2
 SESSION_COOKIE = "checkers_zero_session"
 _SESSION = re.compile(rf"(?:^|;)\s*{SESSION_COOKIE}=([0-9a-f]{{32}})\s*(?=;|$)")
 _ENGINE_ACTIONS = frozenset({"engine", "hint", "draw"})  # the game actions that search
@@ -178,17 +179,23 @@ def _shown(value: Any) -> str:
     return json.dumps(value)[:40]
 
 
-def _budget(fields: dict[str, Any]) -> tuple[str | None, Budget]:
-    level, sims = fields.get("level"), fields.get("sims")
-    if level is not None and sims is not None:
-        raise ApiError(400, "give either level or sims, not both")
+def _budget(fields: dict[str, Any], kind: str) -> tuple[str | None, Budget]:
+    """A game's level, or the sims (an MCTS engine's) or depth (the alpha-beta engine's) it names instead."""
+    level, sims, depth = fields.get("level"), fields.get("sims"), fields.get("depth")
+    if sum(x is not None for x in (level, sims, depth)) > 1:
+        raise ApiError(400, "give one of level, sims and depth")
+    if (sims if kind == ALPHABETA else depth) is not None:
+        raise ApiError(400, "this engine searches to a depth: give depth or a level" if kind == ALPHABETA
+                       else "this engine searches simulations: give sims or a level")
     if sims is not None:
-        _simulations(fields, sims)
+        return None, budget_for(simulations=_simulations(fields, sims))
+    if depth is not None:
+        if not 1 <= depth <= MAX_DEPTH:
+            raise ApiError(400, f"depth must be between 1 and {MAX_DEPTH}")
+        return None, budget_for(depth=depth)
     if level is not None and level not in LEVELS:
         raise ApiError(400, f"unknown level {level!r}; levels: {', '.join(LEVELS)}")
-    if sims is not None:
-        return None, budget_for(simulations=sims)
-    return level or DEFAULT_LEVEL, budget_for(level or DEFAULT_LEVEL)
+    return level or DEFAULT_LEVEL, budget_for(level or DEFAULT_LEVEL, kind=kind)
 
 
 def game_state(game_id: str, s: HumanGame) -> dict[str, Any]:
@@ -508,11 +515,11 @@ class PlayServer(HTTPServer):
         del self.games[victim]
 
     def new_game(self, body: dict[str, Any], client: str, address: str) -> dict[str, Any]:
-        fields = _fields(body, {"color": str, "level": str, "sims": int, "fen": str})
+        fields = _fields(body, {"color": str, "level": str, "sims": int, "depth": int, "fen": str})
         color = fields.get("color", "black")
         if color not in ("black", "white"):
             raise ApiError(400, f"color must be black or white, not {color!r}")
-        level, budget = _budget(fields)
+        level, budget = _budget(fields, self.engine.kind)
         start = Position.initial()
         if fields.get("fen", "").strip():
             try:
@@ -552,7 +559,7 @@ class PlayServer(HTTPServer):
                     raise ApiError(400, "path must be a list of at least two squares 1-32")
                 s.play_path(path)
         elif action == "level":
-            level, budget = _budget(_fields(body, {"level": str, "sims": int}))
+            level, budget = _budget(_fields(body, {"level": str, "sims": int, "depth": int}), self.engine.kind)
             s.level, s.budget = level, budget
         else:
             _fields(body, {})
@@ -586,8 +593,9 @@ class PlayServer(HTTPServer):
         if parts == ["info"]:
             _allow(method, "GET")
             return {
-                "levels": [{"name": lv.name, "simulations": lv.simulations, "description": lv.description}
-                           for lv in LEVELS.values()],
+                "levels": [{"name": lv.name, "simulations": lv.simulations, "depth": lv.depth,
+                            "description": lv.description} for lv in LEVELS.values()],
+                "searches": "depth" if self.engine.kind == ALPHABETA else "sims",
                 "default_level": DEFAULT_LEVEL,
                 "engine": self.engine.name,
             }

@@ -68,15 +68,18 @@ def _percent(wdl: dict[str, float] | None) -> str:
 
 
 def thinking_text(thinking: dict[str, Any], whose: str) -> str:
-    """The engine's search as a small table: move, visit share, prior, win/draw/loss; then the main line."""
+    """The engine's search as a small table: move, visit share, prior, win/draw/loss (the alpha-beta engine: its
+    depth and nodes, and its best move's win/draw/loss); then the main line."""
     value = f"proven {thinking['proven']['text']}" if thinking["proven"] else _percent(thinking["wdl"])
-    lines = [f"  {thinking['simulations']} simulations; {whose}: {value}"
+    by_depth = thinking["depth"] is not None
+    effort = (f"depth {thinking['depth']}, {thinking['nodes']:,} nodes in {thinking['seconds']:.2f} s" if by_depth
+              else f"{thinking['simulations']} simulations")
+    lines = [f"  {effort}; {whose}: {value}"
              + (f"; about {thinking['plies_left']:.0f} plies left" if thinking.get("plies_left") is not None else "")]
     for stat in thinking["moves"]:
-        lines.append(
-            f"  {stat['move']:<14} {100 * stat['share']:5.1f}% of visits  prior {100 * stat['prior']:4.1f}%  "
-            + (f"proven {stat['proven']['text']}" if stat["proven"] else _percent(stat["wdl"]))
-        )
+        visits = "" if by_depth else f"{100 * stat['share']:5.1f}% of visits  prior {100 * stat['prior']:4.1f}%  "
+        lines.append(f"  {stat['move']:<14} {visits}"
+                     + (f"proven {stat['proven']['text']}" if stat["proven"] else _percent(stat["wdl"])))
     if thinking["pv"]:
         lines.append(f"  main line: {' '.join(thinking['pv'])}")
     return "\n".join(lines)
@@ -172,7 +175,7 @@ class TerminalGame:
             if rest not in LEVELS:
                 self.say(f"unknown level {rest!r}; levels: {', '.join(LEVELS)}")
             else:
-                s.level, s.budget = rest, budget_for(rest)
+                s.level, s.budget = rest, budget_for(rest, kind=s.engine.kind)
                 self.say(f"Level {rest}: {s.budget} per move.")
         elif not word:
             pass

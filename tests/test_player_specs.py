@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -41,22 +42,27 @@ def test_yardstick_specs():
 
 
 def test_the_default_player_is_the_one_every_front_end_plays():
-    # `default` names the player the matches chose; play.engine.Engine (play, serve, analyze, engine, review)
-    # builds the same one: the shipped network, the largest database as exact leaves, the opening book, the
-    # search of a game searched alone. Only the budget differs (the front ends' levels and --time).
+    # `default` names the player the matches chose; play.engine.Engine (play, serve, analyze) builds the same
+    # one: the alpha-beta search over the shipped distilled evaluation, selective as in the matches, the largest
+    # database, the opening book. Only the budget differs (the front ends' levels, --depth and --time).
+    from play.engine import DEFAULT_KIND, AlphaBetaEngine
     from selfplay.tree_search.time_manager import GameClock
+    from zero.yardsticks.alphabeta_player import DistilledPlayer, Selectivity
 
     player, engine = make_player("default"), Engine.load()
-    assert player.name == "mcts:default:t0+0.1:dbleaves:book" and player.clock == GameClock(0.0, 0.1)
-    assert player.config == engine.search_config and player.config.database_leaves
-    assert player.egdb.max_pieces == engine.egdb.max_pieces
-    assert (player.book.source, len(player.book)) == (engine.book.source, len(engine.book)) and len(engine.book) > 0
-    ours, theirs = player.evaluator.evaluator, engine.evaluator
-    assert ours.precision == theirs.precision
-    assert all(torch.equal(weights, theirs.net.state_dict()[name]) for name, weights in ours.net.state_dict().items())
-    assert make_player("default:t1").seconds == 1.0 and make_player("default:400").simulations == 400
-    assert make_player("default:t0+1").name == "mcts:default:t0+1:dbleaves:book"
-    for bad in ("default:runs/other", "default:tx", "default:400:db"):
+    assert isinstance(engine, AlphaBetaEngine) and engine.kind == DEFAULT_KIND
+    assert player.name.startswith("distilled:default:t0+0.1:db") and player.name.endswith(":book")
+    assert player.clock == GameClock(0.0, 0.1)
+    searcher = player.player
+    assert isinstance(searcher, DistilledPlayer) and isinstance(engine._searcher(), DistilledPlayer)
+    assert searcher.selectivity == engine._searcher().selectivity == Selectivity()
+    assert searcher.egdb.max_pieces == engine.egdb.max_pieces
+    assert (searcher.book.source, len(searcher.book)) == (engine.book.source, len(engine.book)) and len(engine.book) > 0
+    assert searcher.evaluation.shape == engine.evaluation.shape
+    assert all(np.array_equal(a, b) for a, b in zip(searcher.evaluation.arrays, engine.evaluation.arrays))
+    assert make_player("default:t1").seconds == 1.0 and make_player("default:12").depth == 12
+    assert make_player("default:t0+1").name.startswith("distilled:default:t0+1:db")
+    for bad in ("default:runs/other", "default:tx", "default:12:db"):
         with pytest.raises(PlayerSpecError, match="'default' takes one budget"):
             make_player(bad)
 
@@ -68,7 +74,7 @@ def test_a_default_spec_of_a_clock_and_more_says_it_takes_one_budget():
     for bad in ("t0+0.1:t1", "t1+", "t+1", "t0+0.1:db"):
         with pytest.raises(PlayerSpecError, match=f"'default' takes one budget.*got '{re.escape(bad)}'"):
             default_spec(bad)
-    assert default_spec("t0+0.1").startswith("mcts:t0+0.1:")
+    assert default_spec("t0+0.1").startswith("distilled:t0+0.1:")
 
 
 def test_policy_spec(tiny_checkpoint):

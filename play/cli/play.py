@@ -6,22 +6,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from play.engine import LEVELS, Budget, EngineError, add_book_argument, add_threads_argument, budget_for, side_name
+from play.engine import (
+    Budget, EngineError, add_budget_arguments, add_engine_arguments, budget_for, engine_kind, side_name,
+)
 from play.session import HumanGame, PlayError, load_start
 from play.terminal import TerminalGame, default_save_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", metavar="PATH",
-                        help="network: a checkpoint file or a run directory (its best network); default the shipped one")
-    parser.add_argument("--no-egdb", action="store_true",
-                        help="search without the endgame database (by default positions of few pieces are exact)")
-    add_threads_argument(parser)
-    add_book_argument(parser)
-    strength = parser.add_mutually_exclusive_group()
-    strength.add_argument("--level", choices=list(LEVELS), help="named strength (default: club)")
-    strength.add_argument("--sims", type=int, metavar="N", help="search simulations per engine move")
-    strength.add_argument("--time", type=float, metavar="SECONDS", help="search time per engine move")
+    add_engine_arguments(parser, plays=True)
+    add_budget_arguments(parser)
     parser.add_argument("--color", "--colour", dest="color", choices=["black", "white"], default="black",
                         help="your colour (Black moves first; default: black)")
     start = parser.add_mutually_exclusive_group()
@@ -35,10 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from play.engine import Engine
+    from play.engine import DEFAULT_LEVEL, Engine
 
     try:
-        budget: Budget = budget_for(args.level, args.sims, args.time)
+        budget: Budget = budget_for(args.level, args.sims, args.time, args.depth, engine_kind(args.checkpoint))
         start, moves = load_start(args.fen, args.pdn)
         engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb, threads=args.threads,
                              opening_book=not args.no_book)
@@ -46,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"checkers-zero play: {exc}", file=sys.stderr)
         return 2
     human_black = args.color == "black"
-    level = args.level or (None if args.sims or args.time else "club")
+    level = args.level or (None if args.sims or args.time or args.depth else DEFAULT_LEVEL)
     session = HumanGame(engine, human_black, budget, level=level, start=start, moves=moves)
     ui = TerminalGame(session, Path(args.save) if args.save else default_save_path(), sys.stdout,
                       show_analysis=args.analysis)

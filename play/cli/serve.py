@@ -5,16 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from play.engine import Engine, EngineError, add_book_argument, add_threads_argument
+from play.engine import Engine, EngineError, add_engine_arguments
 from play.server import DEFAULT_HOST, DEFAULT_PORT, PlayServer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", metavar="PATH", help="network to play against (default: the shipped one)")
-    parser.add_argument("--no-egdb", action="store_true",
-                        help="search without the endgame database (by default positions of few pieces are exact)")
-    add_threads_argument(parser)
-    add_book_argument(parser)
+    add_engine_arguments(parser, plays=True)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"port to listen on (default {DEFAULT_PORT}; 0 = any free port)")
     parser.add_argument("--host", default=DEFAULT_HOST,
@@ -26,8 +22,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         print(f"checkers-zero serve: --port {args.port}: a port is 0 (any free one) to 65535", file=sys.stderr)
         return 2
-    # Loading the network and compiling the search take seconds (more after an install): say so at once.
-    print("checkers-zero serve: loading the network and preparing the search ...", flush=True)
+    # Loading the engine and compiling the search take seconds (more after an install): say so at once.
+    print("checkers-zero serve: loading the engine and preparing the search ...", flush=True)
     try:
         engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb, threads=args.threads,
                              opening_book=not args.no_book)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from play.engine import Engine
+from play.engine import AlphaBetaEngine, Engine
 from zero.net.checkpoint import save_checkpoint
 from zero.net.network import NetworkConfig, PolicyValueNet
 
@@ -35,3 +35,13 @@ def tiny_checkpoint(tmp_path_factory):
 @pytest.fixture(scope="session")
 def engine(tiny_checkpoint):
     return Engine.load(tiny_checkpoint, opening_book=False)
+
+
+@pytest.fixture(scope="session")
+def alphabeta_engine():
+    """The default player's kind of engine over a random distilled evaluation (no file, no database, no book)."""
+    from pathlib import Path
+
+    from zero.distilled.model import random_eval
+
+    return AlphaBetaEngine(random_eval(seed=1), Path("random.npz"))

@@ -12,7 +12,7 @@ import torch
 
 from play.analysis_json import analysis_json
 from play.cli.main import main
-from play.engine import DRAW_ACCEPT_MAX_SCORE, LEVELS, Budget, Engine, EngineError, budget_for
+from play.engine import DRAW_ACCEPT_MAX_SCORE, LEVELS, Budget, Engine, EngineError, MctsEngine, budget_for
 from play.session import HumanGame, PlayError, new_game
 from training_data import negative_variances
 from zero.corpus.pdn import write_game
@@ -97,11 +97,15 @@ def test_a_checkpoint_whose_answers_are_not_finite_is_refused_in_one_line(capsys
 
 def test_levels_and_budgets():
     assert [lv.simulations for lv in LEVELS.values()] == sorted(lv.simulations for lv in LEVELS.values())
-    assert budget_for() == Budget(simulations=LEVELS["club"].simulations)
-    assert budget_for("master") == Budget(simulations=LEVELS["master"].simulations)
+    assert [lv.depth for lv in LEVELS.values()] == sorted(lv.depth for lv in LEVELS.values())
+    # A level is the default player's depth, or an MCTS engine's simulations.
+    assert budget_for() == Budget(depth=LEVELS["club"].depth)
+    assert budget_for("master", kind="mcts") == Budget(simulations=LEVELS["master"].simulations)
     assert budget_for("beginner", simulations=7) == Budget(simulations=7)  # --sims wins over a level
+    assert budget_for("beginner", depth=9) == Budget(depth=9)
     assert budget_for(seconds=0.5) == Budget(seconds=0.5)
     for bad in (lambda: budget_for("grandmaster"), lambda: budget_for(simulations=5, seconds=1.0),
+                lambda: budget_for(depth=5, seconds=1.0), lambda: Budget(depth=0),
                 lambda: Budget(simulations=0), lambda: Budget(seconds=-1.0), lambda: Budget()):
         with pytest.raises(EngineError):
             bad()
@@ -123,7 +127,7 @@ class FixedViewEngine(Engine):
     """An engine whose search always sees the same root win/draw/loss: isolates the draw rule."""
 
     def __init__(self, wdl):
-        super().__init__(evaluator=None, checkpoint=Path("fixed.pt"))
+        super().__init__(Path("fixed.pt"))
         self.wdl = wdl
 
     def analyse(self, game, budget):
@@ -192,7 +196,7 @@ class _CountingNetwork:
 
 def test_the_engine_plays_a_forced_move_at_once_and_searches_on_from_its_tree(engine):
     network = _CountingNetwork(engine.evaluator)
-    counted = Engine(network, engine.checkpoint, egdb=engine.egdb)
+    counted = MctsEngine(network, engine.checkpoint, egdb=engine.egdb)
     opening = resolve_move("11-15", Position.initial().legal_moves())
     game = HumanGame(counted, human_black=False, budget=Budget(simulations=300), moves=[opening])
     game.hint()  # the engine's tree, grown from White's position
@@ -212,3 +216,52 @@ def test_the_start_says_what_it_loads_as_it_begins(capsys, tiny_checkpoint):
     code, out, err = analyze(capsys, tiny_checkpoint, "--fen", "B:W21-32:B1-12", "--sims", "8")
     assert code == 0 and out
     assert err.splitlines()[0].endswith(f"loading the network {tiny_checkpoint} ..."), err
+
+
+def test_the_alpha_beta_engine_answers_with_its_depth_nodes_and_line(alphabeta_engine, engine):
+    from play.engine import score_wdl
+    from play.terminal import thinking_text
+
+    game = Game()
+    for text in ("11-15", "23-19", "8-11"):
+        game.play(resolve_move(text, game.legal_moves()))
+    result = analysis_json(alphabeta_engine.analyse(game, Budget(depth=6)), game.position, game.ply)
+    assert result["depth"] == 6 and result["nodes"] > 0 and result["simulations"] == 0
+    assert [m["move"] for m in result["moves"]] == [result["move"]] == result["pv"][:1]
+    assert sum(result["wdl"].values()) == pytest.approx(1.0)
+    assert len(result["pv"]) >= 3  # the table's best moves after the first
+    position = game.position
+    for text in result["pv"]:  # a legal line
+        position = position.play(resolve_move(text, position.legal_moves()))
+    shown = thinking_text(result, "engine's view")
+    assert f"depth 6, {result['nodes']:,} nodes" in shown and "of visits" not in shown
+    assert alphabeta_engine.analyse(game, Budget(seconds=0.05)).depth >= 1
+    # Each engine refuses the other's measure in a line.
+    with pytest.raises(EngineError, match="not simulations"):
+        alphabeta_engine.analyse(game, Budget(simulations=8))
+    with pytest.raises(EngineError, match="not a depth"):
+        engine.analyse(game, Budget(depth=4))
+    # The score's win/draw/loss keeps its expected score and draws the rest.
+    assert score_wdl(0.5) == (0.0, 1.0, 0.0) and score_wdl(0.75) == (0.5, 0.5, 0.0)
+    assert score_wdl(0.2) == pytest.approx((0.0, 0.4, 0.6))
+
+
+def test_the_alpha_beta_engine_plays_a_forced_move_unsearched(alphabeta_engine):
+    game = Game()
+    for text in ("11-15", "22-18"):  # Black must take: 15x22 is its only move
+        game.play(resolve_move(text, game.legal_moves()))
+    move, analysis = alphabeta_engine.choose(game, Budget(depth=8))
+    assert str(move) == "15x22" and analysis is None
+    game.play(move)
+    move, analysis = alphabeta_engine.choose(game, Budget(depth=4))
+    assert analysis is not None and analysis.moves[0].move == move and analysis.depth == 4
+
+
+def test_analyze_searches_the_default_player_by_depth(capsys):
+    from play.cli.main import main
+
+    assert main(["analyze", "--fen", "B:W18,24,27,28,30:B12,16,20,K22", "--depth", "6", "--no-egdb"]) == 0
+    out = capsys.readouterr().out
+    assert "depth 6," in out and "nodes" in out and "visits" not in out and "Principal variation: " in out
+    assert main(["analyze", "--fen", "B:W18,24,27,28,30:B12,16,20,K22", "--sims", "8", "--no-egdb"]) == 2
+    assert "the alpha-beta engine searches to a depth or for a time" in capsys.readouterr().err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 
 import pytest
 
@@ -35,12 +36,20 @@ def _need(found, what: str):
 
 
 @pytest.fixture(scope="module")
-def page(engine, tmp_path_factory):
+def browser():
     chromium = _need(shutil.which("chromium"), "Debian's chromium (apt-get install chromium)")
     _need(sync_api, "playwright (pip install -e '.[dev]')")
-    server, stop = start_in_thread(engine)
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        launched = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@contextmanager
+def page_of(browser, engine):
+    """The play page of a server of `engine`, open in the browser, its first game begun."""
+    server, stop = start_in_thread(engine)
+    try:
         context = browser.new_context(viewport={"width": 1100, "height": 800})
         page = context.new_page()
         errors: list[str] = []
@@ -49,8 +58,15 @@ def page(engine, tmp_path_factory):
         page.errors = errors
         wait_for_your_turn(page, 0)  # the page starts a game by itself
         yield page
-        browser.close()
-    stop()
+        context.close()
+    finally:
+        stop()
+
+
+@pytest.fixture(scope="module")
+def page(browser, engine):
+    with page_of(browser, engine) as opened:
+        yield opened
 
 
 def square(page, sq: int):
@@ -283,3 +299,16 @@ def test_a_pasted_fen_gets_the_engines_lines_and_a_move_played_from_there(page):
     page.click("#back-to-game")
     assert page.evaluate("study") is None
     assert page.errors == []
+
+
+def test_the_default_players_page_shows_its_depth_and_nodes(browser, alphabeta_engine):
+    with page_of(browser, alphabeta_engine) as page:
+        assert "beginner (2 plies)" in page.text_content("#level")
+        square(page, 11).click()
+        square(page, 15).click()
+        wait_for_your_turn(page, 2)  # the engine has replied
+        effort = page.text_content("#thinking-effort")
+        assert effort.startswith("depth 6 · ") and "nodes" in effort  # the default level, club: 6 plies
+        assert page.locator("#thinking table thead th").all_text_contents() == ["Move", "W / D / L"]
+        assert page.locator("#thinking .pv").count() == 1
+        assert page.errors == []

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from play.cli.main import build_parser, main
-from play.engine import Engine
+from play.engine import Engine, MctsEngine
 from zero.corpus.pdn import PdnGame, read_pdn_text
 from zero.run.config import ConfigError
 from play.server import (DEFAULT_HOST, MAX_SIMULATIONS, Limits, PlayServer, host_allowed, machine_names,
@@ -97,7 +97,7 @@ def test_serve_says_it_is_starting_before_it_loads_the_network(engine, monkeypat
     monkeypatch.setattr(Engine, "load", classmethod(load))
     monkeypatch.setattr(PlayServer, "serve_forever", serve_forever)
     assert main(["serve", "--port", "0"]) == 0
-    assert said_before_loading == ["checkers-zero serve: loading the network and preparing the search ...\n"]
+    assert said_before_loading == ["checkers-zero serve: loading the engine and preparing the search ...\n"]
     ready, stopped = capsys.readouterr().out.splitlines()
     assert ready.startswith(f"Playing {engine.name}: open http://127.0.0.1:") and stopped == "stopped"
 
@@ -201,7 +201,8 @@ def test_bad_requests_get_4xx_and_leave_the_game_unchanged(server, method, path,
 @pytest.mark.parametrize(
     "body,message",
     [({"color": "red"}, "color must be"), ({"fen": "B:W1:B2,"}, "white man on Black's back row"),
-     ({"level": "club", "sims": 5}, "either level or sims"), ({"colour": "black"}, "unknown field")],
+     ({"level": "club", "sims": 5}, "give one of level, sims and depth"), ({"colour": "black"}, "unknown field"),
+     ({"depth": 8}, "this engine searches simulations: give sims or a level")],
 )
 def test_bad_new_game_requests(server, body, message):
     status, answer = call(server, "POST", "/api/games", body)
@@ -318,7 +319,7 @@ def test_work_per_request_is_bounded(server):
     assert status == 400 and call(server, "GET", f"/api/games/{gid}")[1]["budget"] == "4096 simulations"
 
 
-class GatedEngine(Engine):
+class GatedEngine(MctsEngine):
     """The test's engine: each search waits until the test lets it go on (a search of any length)."""
 
     def __init__(self, engine: Engine) -> None:
@@ -812,3 +813,24 @@ def test_the_jobs_kept_are_bounded_and_a_finished_one_makes_room(engine):
         status, job = call(srv, "POST", "/api/analyses", {"sims": 8}, client="127.0.0.2")
         assert status == 200
         assert call(srv, "GET", f"/api/reviews/{job['id']}")[0] == 404  # an analysis, not a review
+
+
+def test_a_server_of_the_alpha_beta_engine_plays_by_depth_and_analyses_with_a_network(alphabeta_engine,
+                                                                                     tiny_checkpoint):
+    with serving(alphabeta_engine) as srv:
+        srv.board.network = tiny_checkpoint  # the shipped network in use; a tiny one here
+        info = call(srv, "GET", "/api/info")[1]
+        assert info["searches"] == "depth" and [lv["depth"] for lv in info["levels"]] == [2, 6, 12, 18]
+        state = new_game(srv, color="white", level="beginner")
+        assert state["budget"] == "2 plies"
+        status, state = call(srv, "POST", f"/api/games/{state['id']}/engine", {})
+        assert status == 200 and state["thinking"]["depth"] == 2 and state["thinking"]["nodes"] > 0
+        status, answer = call(srv, "POST", "/api/games", {"sims": 64})
+        assert status == 400 and "this engine searches to a depth" in answer["error"]
+        assert call(srv, "POST", "/api/games", {"depth": 99})[0] == 400
+        assert new_game(srv, depth=4)["budget"] == "4 plies"
+        # The board's analysis shows every move's visits: an MCTS engine of the network beside the player.
+        status, job = call(srv, "POST", "/api/analyses", {"moves": ["11-15"], "sims": 24})
+        assert status == 200
+        answer = wait_job(srv, "analyses", job)["analysis"]
+        assert answer["simulations"] >= 24 and answer["depth"] is None

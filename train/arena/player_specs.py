@@ -1,9 +1,9 @@
 """Player specs: the text a command line names a player by, turned into a player for the match engine.
 
     default[:BUDGET]       the default player: the one the matches chose, which every front end plays (play.engine.Engine
-                           builds the same): today the whole player, mcts:BUDGET:dbleaves:book (DEFAULT_PLAYER), at
-                           the matches' 0.1 s a move on a game clock (t0+0.1) unless BUDGET names another mcts budget
-                           (SIMS, tS or tB+I)
+                           builds the same): today the distilled alpha-beta player, distilled:BUDGET:db:book
+                           (DEFAULT_PLAYER), at the matches' 0.1 s a move on a game clock (t0+0.1) unless BUDGET
+                           names another of its budgets (PLIES, tS or tB+I)
     random                 uniformly random legal moves
     alphabeta:N, abN       alpha-beta over material, N plies deep
     alphabeta:tS           the same on the clock: S seconds a move, by iterative deepening
@@ -75,13 +75,12 @@ from zero.run.config import MOST_MOVE_SECONDS, ConfigError, notify, with_overrid
 from zero.yardsticks.players import MAX_TIMED_DEPTH, AlphaBetaPlayer, RandomPlayer
 
 DEFAULT_MCTS_SIMULATIONS = 200
-# The player the matches chose: the shipped network's search with the largest endgame database as exact
-# leaves and the opening book. Issue 75's distilled alpha-beta player played level with it (+12 (-4 .. +28)
-# at 0.1 s a move, +11 (-15 .. +37) at 1 s); generation 1 of its own loop beat it, +18 (+3 .. +33) at 0.1 s
-# (benchmarks/RESULTS.md), but play.engine.Engine, which every front end plays, searches by MCTS alone: this
-# stays the default until the front ends play the alpha-beta player too (issue 84, item 6). Its budget is the
-# spec's, DEFAULT_BUDGET (the matches' time control) when left out.
-DEFAULT_PLAYER = "mcts:{budget}:dbleaves:book"
+# The player the matches chose: the alpha-beta search over the shipped distilled evaluation with the largest
+# endgame database and the opening book. Its loop's generation 1 beat the whole player (the shipped network's
+# MCTS, mcts:t0+0.1:dbleaves:book, the default before it), +38 (+22 .. +54) in 288 games at 0.1 s a move
+# (benchmarks/RESULTS.md, issue 84); play.engine.Engine plays the same by default (DEFAULT_KIND). Its budget
+# is the spec's, DEFAULT_BUDGET (the matches' time control) when left out.
+DEFAULT_PLAYER = "distilled:{budget}:db:book"
 DEFAULT_BUDGET = "t0+0.1"
 SPEC_HELP = ("default[:BUDGET] (the default player, the one every front end plays: " + DEFAULT_PLAYER
              + f", BUDGET {DEFAULT_BUDGET} when left out), "
@@ -209,15 +208,15 @@ def make_player(spec: str, seed: int = 0, search: SearchConfig | None = None) ->
 
 
 def default_spec(budget: str = "") -> str:
-    """The spec of the default player searching `budget` (an mcts budget: SIMS, tS or tB+I; DEFAULT_BUDGET when
-    empty)."""
+    """The spec of the default player searching `budget` (a distilled player's: PLIES, tS or tB+I;
+    DEFAULT_BUDGET when empty)."""
     budget = budget or DEFAULT_BUDGET
     # tS or tB+I, each a number: anything more (t0+0.1:t1) is no budget, and would be read as a network's name
     on_the_clock = budget.startswith("t") and all(_number(part) is not None for part in budget[1:].split("+", 1))
     if not (_DIGITS.fullmatch(budget) or on_the_clock):
         # Anything else would be read as the network's name. Another network or database is another player.
-        raise PlayerSpecError(f"'default' takes one budget, simulations or a time (e.g. default:400, default:t1 or "
-                              f"default:t0+1), got {budget!r}; name another player as an mcts spec "
+        raise PlayerSpecError(f"'default' takes one budget, a depth or a time (e.g. default:14, default:t1 or "
+                              f"default:t0+1), got {budget!r}; name another player as a distilled spec "
                               f"({DEFAULT_PLAYER.format(budget='...')})")
     return DEFAULT_PLAYER.format(budget=budget)
 

@@ -165,6 +165,24 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
                 break  # out of time, or a forced result: a deeper search would only change its distance
         return legal[best_row], best_score, int(counters[ab.C_NODES])
 
+    def principal_variation(self, pos: Position, first: Move, most: int = 40) -> list[Move]:
+        """The line the last search expects: `first`, then in each position the best move of its table entry,
+        while the table holds the position with a best move (at most `most` moves; a repeated position, where
+        the table's moves would go round, ends it)."""
+        s = self._state
+        tt, generation = s["tt"], s["counters"][ab.C_GENERATION]
+        line, seen = [first], {pos}
+        pos = pos.play(first)
+        while len(line) < most and pos not in seen:
+            seen.add(pos)
+            row = ab.table_move(tt, pos.black, pos.white, pos.kings, pos.black_to_move, generation)
+            legal = pos.legal_moves()
+            if not 0 <= row < len(legal):
+                break
+            line.append(legal[row])
+            pos = pos.play(legal[row])
+        return line
+
 
 class DistilledPlayer(AlphaBetaSearchPlayer):
     """The alpha-beta search with the distilled evaluation (zero.distilled: the shipped file unless given

@@ -471,3 +471,14 @@ def new_state(tt_bits: int) -> dict[str, np.ndarray]:
         "history": np.zeros((2, 32, 32), dtype=np.int64),
         "counters": np.zeros(COUNTERS, dtype=np.int64),
     }
+
+
+@njit(cache=True)
+def table_move(tt, black, white, kings, black_to_move, generation):
+    """The row of the best move the table holds for a position (in its move generator's order), -1 where it
+    holds none: the principal variation's next move (alphabeta_player.AlphaBetaSearchPlayer.principal_variation)."""
+    slot = _slot(black, white, kings, black_to_move, tt.shape[0])
+    if tt[slot, T_BLACK] != black or tt[slot, T_WHITE] != white or tt[slot, T_KEY] != _key(kings, black_to_move,
+                                                                                           generation):
+        return -1
+    return (tt[slot, T_INFO] >> 16) - 1
