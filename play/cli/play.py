@@ -1,4 +1,4 @@
-"""`checkers-zero play`: play against a checkpoint in the terminal (play.terminal)."""
+"""`checkers-zero play`: play against the default player or a checkpoint in the terminal (play.terminal)."""
 
 from __future__ import annotations
 

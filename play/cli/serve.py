@@ -1,4 +1,4 @@
-"""`checkers-zero serve`: play against a checkpoint in the browser (play.server)."""
+"""`checkers-zero serve`: play against the default player or a checkpoint in the browser (play.server)."""
 
 from __future__ import annotations
 
