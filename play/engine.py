@@ -250,13 +250,17 @@ class Engine:
         score = score_for_mover if game.position.black_to_move == engine_is_black else 1 - score_for_mover
         return score <= DRAW_ACCEPT_MAX_SCORE, score
 
-    def _check(self, game: Game, budget: Budget) -> None:
-        if game.outcome is not None:
-            raise EngineError("the game is over: there is nothing to search")
+    def check_budget(self, budget: Budget) -> None:
+        """Refuse a budget this engine cannot search (EngineError): a depth for MCTS, simulations for alpha-beta."""
         if self.kind == MCTS and budget.depth is not None:
             raise EngineError(f"a network's MCTS engine searches simulations or a time, not a depth ({budget})")
         if self.kind == ALPHABETA and budget.simulations is not None:
             raise EngineError(f"the alpha-beta engine searches to a depth or for a time, not simulations ({budget})")
+
+    def _check(self, game: Game, budget: Budget) -> None:
+        if game.outcome is not None:
+            raise EngineError("the game is over: there is nothing to search")
+        self.check_budget(budget)
 
     def _analyse(self, game: Game, budget: Budget) -> Analysis:
         raise NotImplementedError

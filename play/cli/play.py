@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
         start, moves = load_start(args.fen, args.pdn)
         engine = Engine.load(args.checkpoint, endgame_database=not args.no_egdb, threads=args.threads,
                              opening_book=not args.no_book)
+        engine.check_budget(budget)  # before the game, not at the engine's first move
     except (EngineError, PlayError) as exc:
         print(f"checkers-zero play: {exc}", file=sys.stderr)
         return 2

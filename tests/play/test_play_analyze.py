@@ -265,3 +265,7 @@ def test_analyze_searches_the_default_player_by_depth(capsys):
     assert "depth 6," in out and "nodes" in out and "visits" not in out and "Principal variation: " in out
     assert main(["analyze", "--fen", "B:W18,24,27,28,30:B12,16,20,K22", "--sims", "8", "--no-egdb"]) == 2
     assert "the alpha-beta engine searches to a depth or for a time" in capsys.readouterr().err
+    # play refuses it before the game begins, not at the engine's first move
+    assert main(["play", "--sims", "8", "--no-egdb", "--no-book", "--color", "white"]) == 2
+    out, err = capsys.readouterr()
+    assert "the alpha-beta engine searches to a depth or for a time" in err and "Engine plays" not in out
