@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zero.alphabeta import reference as ref
+from zero.alphabeta.player import DistilledPlayer, Selectivity
 from zero.distilled import kernels as dk
 from zero.distilled.model import DistilledShape, random_eval
 from zero.endgames.egdb_build import ensure_built
 from zero.rules.game import Position
 from zero.rules.notation import fen_to_position
-from zero.yardsticks import classical_reference as ref
-from zero.yardsticks.alphabeta_player import DistilledPlayer, Selectivity
 from zero.yardsticks.classical import ClassicalPlayer, load_eval
 from positions import ENDGAMES, random_position
 

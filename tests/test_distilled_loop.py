@@ -20,13 +20,13 @@ from train.arena.gating import read_gating_log
 from train.arena.generation_gate import play_stage
 from train.learner.own_games import own_game_labels
 from train.loop.distilled_loop import GATE_ENTRY, DistilledLoopConfig, resolve_config, run_distilled_loop
+from zero.alphabeta import search as ab
 from zero.distilled.model import load_eval
 from zero.endgames.egdb_build import largest_available
-from zero.rules.movegen import can_capture
 from zero.rules.game import Position
+from zero.rules.movegen import can_capture
 from zero.run.data import data_file
 from zero.run.rundir import RunDir
-from zero.yardsticks import alphabeta_search as ab
 
 pytestmark = pytest.mark.skipif(data_file("openings/acf_3move_144.txt") is None or data_file("OCA_2.0.pdn") is None,
                                 reason="the ballot and OCA_2.0.pdn not found (set CHECKERS_ZERO_DATA)")

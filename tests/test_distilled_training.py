@@ -148,10 +148,10 @@ def test_positions_the_database_answers_are_left_out_of_training_when_asked(data
 def test_search_scores_are_made_once_per_chunk_equal_the_players_search_and_are_blended(data, teacher, monkeypatch,
                                                                                       tmp_path):
     from train.learner import distilled_searched as ds
+    from zero.alphabeta.player import DistilledPlayer
     from zero.distilled.model import DistilledShape, save_eval
     from zero.endgames.egdb_build import largest_available
     from zero.rules.game import Position
-    from zero.yardsticks.alphabeta_player import DistilledPlayer
 
     monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
     # (walks of 3: a store of its own, never the one another test damages)
@@ -194,7 +194,7 @@ def test_search_scores_are_made_once_per_chunk_equal_the_players_search_and_are_
 
 def test_a_won_or_lost_search_score_is_learnt_as_near_certain_and_others_kept():
     from train.learner.distilled_searched import DECIDED_SCORE, decided
-    from zero.yardsticks.alphabeta_search import WIN_SCORE
+    from zero.alphabeta.search import WIN_SCORE
 
     assert decided(WIN_SCORE - 12) == DECIDED_SCORE and decided(-(WIN_SCORE - 3)) == -DECIDED_SCORE
     assert decided(-1234) == -1234 and decided(20_000) == DECIDED_SCORE

@@ -1,4 +1,4 @@
-"""The alpha-beta player: the search of zero.yardsticks.alphabeta_search with one of its two evaluations, the
+"""The alpha-beta player: the search of zero.alphabeta.search with one of its two evaluations, the
 classical one (zero.yardsticks.classical.ClassicalPlayer, a yardstick) or the distilled network
 (zero.distilled), to a fixed depth or on the clock."""
 
@@ -10,14 +10,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zero.alphabeta import search as ab
 from zero.corpus.opening_book import OpeningBook
 from zero.distilled.kernels import SCORE_UNITS
 from zero.distilled.model import DistilledEval, load_eval as load_distilled
 from zero.endgames.egdb import Egdb, no_tables
 from zero.rules.game import Game, Move, Position
+from zero.rules.player import MAX_TIMED_DEPTH, SearchingPlayer, player_rng
 from zero.run.config import check_settings, setting
-from zero.yardsticks import alphabeta_search as ab
-from zero.yardsticks.players import MAX_TIMED_DEPTH, SearchingPlayer, player_rng
 
 _UNLIMITED_NODES = 1 << 62
 
@@ -33,7 +33,7 @@ def repetitions(game: Game, legal: list[Move]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Selectivity:
-    """What the search prunes beyond alpha-beta (zero.yardsticks.alphabeta_search). Off (`Selectivity.none()`),
+    """What the search prunes beyond alpha-beta (zero.alphabeta.search). Off (`Selectivity.none()`),
     a fixed-depth search returns exactly the fixed-depth minimax score, as the calibrated classical yardstick
     and the tests need; on, it looks deeper in the same time and its score is no longer that minimax."""
 
@@ -41,7 +41,7 @@ class Selectivity:
     reduce_after: int = setting(2, low=1, high=64)  # moves of a node searched at full depth before reducing
     deeper_cuts: bool = True  # a table entry searched deeper than asked cuts too (else only at its own depth)
     # A leaf whose side to move is threatened with a capture is searched a ply deeper (at most
-    # alphabeta_search.MOST_EXTENSIONS times a line): a static evaluation cannot see whether the threat is met.
+    # search.MOST_EXTENSIONS times a line): a static evaluation cannot see whether the threat is met.
     # Off: on, it played level at equal time (+5, -9 .. +18, 288 games at 0.1 s; benchmarks/RESULTS.md).
     threat_extensions: bool = False
 

@@ -1,9 +1,9 @@
 """The alpha-beta search, numba kernels on plain integers and arrays: a negamax with a transposition table,
 move ordering, quiescence and endgame-database leaves, whose quiet leaves are scored by one of two
-evaluations: the classical one (zero.yardsticks.classical_kernels: fitted hand-made features) or the distilled
+evaluations: the classical one (zero.alphabeta.classical_kernels: fitted hand-made features) or the distilled
 one (zero.distilled: a small network learnt from the policy-value network, its accumulators carried down the
-tree and updated by each move's pieces). zero.yardsticks.alphabeta_player is their Python face (the player);
-zero.yardsticks.classical_reference holds the full-width minimax the tests hold the search to.
+tree and updated by each move's pieces). zero.alphabeta.player is their Python face (the player);
+zero.alphabeta.reference holds the full-width minimax the tests hold the search to.
 
 An evaluation is a tuple (classical weights, W1, B1, W2, B2, W3, B3, W4, B4) (`evaluation_arrays`): the
 distilled network's arrays are empty for the classical evaluation, and the classical weights unused with the
@@ -28,12 +28,12 @@ at the same remaining depth, so a fixed-depth search returns exactly the fixed-d
 deeper or shallower entries still give their move first), and move ordering (hash move, then captures by
 pieces taken, two killer moves a ply, the history heuristic). Both the table and the ordering can be
 switched off (use_tt, use_ordering) to show that they change nothing but the speed. Two settings trade that
-exactness for depth (zero.yardsticks.alphabeta_player.Selectivity, off for the classical yardstick and the
+exactness for depth (zero.alphabeta.player.Selectivity, off for the classical yardstick and the
 tests that hold the search to the minimax): late move reductions (C_REDUCTIONS plies less for a late quiet
 move, searched again at full depth when it beats alpha: _reduction, _open_child) and entries searched deeper
 than asked cutting too (C_DEEPER_CUTS). A third looks further where the evaluation is blind: a leaf whose side
 to move is threatened with a capture is searched one ply deeper, at most MOST_EXTENSIONS times a line
-(C_THREAT_EXTENSIONS; the minimax of zero.yardsticks.classical_reference with threat_extensions is its twin).
+(C_THREAT_EXTENSIONS; the minimax of zero.alphabeta.reference with threat_extensions is its twin).
 
 The search is iterative with an explicit stack (search_root says how it maps onto the recursion): a
 self-recursive kernel crashed when numba loaded it from its cache (numba 0.68), and compiling one afresh
@@ -56,13 +56,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from zero.alphabeta.classical_kernels import N_FEATURES, evaluate
 from zero.distilled import kernels as dk
 from zero.endgames.egdb import DRAW_CODE, MAX_DISTANCE, probe_code
 from zero.rules.bitboard import popcount
 from zero.rules.movegen import (
     BUFFER_ROWS, F_CAPTURED, F_FROM, F_TO, MAX_MOVES, MOVE_FIELDS, can_capture, count_moves, generate, make,
 )
-from zero.yardsticks.classical_kernels import N_FEATURES, evaluate
 
 WIN_SCORE = 1_000_000_000
 INFINITY = 2 * WIN_SCORE
