@@ -1,5 +1,6 @@
 """The classical evaluation's numba kernels, on plain integers and arrays: its features and their weighted sum,
-one of the two evaluations the alpha-beta search (zero.alphabeta.search) scores its leaves with.
+one of the evaluations the alpha-beta search (zero.alphabeta.search) scores its leaves with
+(zero.alphabeta.evaluations.ClassicalEvaluation).
 
 zero.yardsticks.classical is their Python face (the weights file); zero.alphabeta.reference is their
 plain-Python twin (the same features by their definitions), and tests/test_classical.py holds the two equal.

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from zero.alphabeta import classical_kernels as ck
+from zero.alphabeta.evaluations import ClassicalEvaluation
 from zero.alphabeta.player import AlphaBetaSearchPlayer, Selectivity
 from zero.endgames.egdb import Egdb
 from zero.rules.game import Position
@@ -105,6 +106,6 @@ class ClassicalPlayer(AlphaBetaSearchPlayer):
                  evaluation: ClassicalEval | None = None, egdb: Egdb | None = None, tt_bits: int = 18,
                  use_tt: bool = True, use_ordering: bool = True, selectivity: Selectivity | None = None) -> None:
         evaluation = evaluation if evaluation is not None else load_eval()
-        super().__init__("classical", evaluation.weights, None, depth, seed, seconds, egdb, tt_bits, use_tt,
-                         use_ordering, selectivity=selectivity)
+        super().__init__("classical", ClassicalEvaluation(np.asarray(evaluation.weights, np.int64)), depth, seed,
+                         seconds, egdb, tt_bits, use_tt, use_ordering, selectivity=selectivity)
         self.evaluation = evaluation
