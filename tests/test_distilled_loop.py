@@ -18,7 +18,7 @@ from selfplay.actors.alphabeta_actor import AlphaBetaActor, AlphaBetaSelfPlayCon
 from selfplay.replay.replay_buffer import ReplayReader, ReplayWriter, check_store
 from train.arena.gating import read_gating_log
 from train.arena.generation_gate import play_stage
-from train.learner.own_games import own_game_labels
+from train.learner.distilled.own_games import own_game_labels
 from train.loop.distilled_loop import GATE_ENTRY, DistilledLoopConfig, resolve_config, run_distilled_loop
 from zero.alphabeta import search as ab
 from zero.distilled.model import load_eval
@@ -183,8 +183,8 @@ def test_bad_settings_and_a_second_loop_are_refused_in_one_line(tmp_path):
 
 
 def test_with_a_teacher_its_values_are_the_labels_and_the_search_their_searched_scores(tmp_path, egdb4):
-    from train.learner.distilled_labels import teacher_wdl
-    from train.learner.distilled_training import DistilledTrainConfig, targets
+    from train.learner.distilled.labels import teacher_wdl
+    from train.learner.distilled.training import DistilledTrainConfig, targets
     from zero.net.inference import Evaluator
 
     actor = AlphaBetaActor(AlphaBetaSelfPlayConfig(depth=2), load_eval(), "distilled", 0, egdb4)

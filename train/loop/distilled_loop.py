@@ -7,7 +7,7 @@ A cycle has three phases, each on the self-play loop's machinery:
    evaluation against itself at a fixed depth (selfplay.actors.alphabeta_actor) into the run's replay store
    until it holds `positions` more positions.
 2. **Training**: a candidate evaluation learns the quiet positions of the newest `window` of them
-   (train.learner.own_games: the search's score and the game's result blended), starting from the best's
+   (train.learner.distilled.own_games: the search's score and the game's result blended), starting from the best's
    weights; written to checkpoints/candidate-CCCC.npz.
 3. **Gate**: the candidate plays the best, SPRT on game pairs at a bullet budget, confirmed at 0.1 s a move
    (train.arena.generation_gate). Promoted, it becomes the run's best (checkpoints/best.json, its generation
@@ -35,8 +35,8 @@ from selfplay.actors.alphabeta_actor import AlphaBetaSelfPlayConfig, run_alphabe
 from selfplay.replay.replay_buffer import ReplayReader
 from train.arena.gating import GatingInterrupted, append_gating_log, read_gating_log
 from train.arena.generation_gate import GenerationGateConfig, gate
-from train.learner.distilled_training import DistilledTrainConfig, train
-from train.learner.own_games import own_game_labels
+from train.learner.distilled.own_games import own_game_labels
+from train.learner.distilled.training import DistilledTrainConfig, train
 from train.loop.supervisor import Supervisor
 from zero.run.config import (MOST_PROCESSES, atomic_write_bytes, file_sha256, load_config, save_config, setting,
                              to_dict, write_run_record)

@@ -1,8 +1,8 @@
 """Labels from the distilled evaluation's own searches: the second turn of the loop that made NNUE evaluations
-strong. A label store's positions (train.learner.distilled_labels) are searched a fixed depth deep by the
+strong. A label store's positions (train.learner.distilled.labels) are searched a fixed depth deep by the
 alpha-beta player over an evaluation (zero.alphabeta.player.DistilledPlayer, with its endgame
 database), and the search's score becomes a target the next evaluation learns beside the teacher's value
-(train.learner.distilled_training: `searched_weight`): a static evaluation trained on what a search below it
+(train.learner.distilled.training: `searched_weight`): a static evaluation trained on what a search below it
 finds learns some of what that search sees.
 
 The scores are a store of chunk files inside the label store (STORE/searched-<key>/chunk-NNNNN.npz), chunk c
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from train.learner.distilled_labels import (
+from train.learner.distilled.labels import (
     DistilledLabelError, chunk_lengths, chunk_path, read_archive, read_chunk, read_labels, recorded_chunks,
     take_store_lock, write_chunk)
 from zero.alphabeta.search import WIN_THRESHOLD
