@@ -17,9 +17,9 @@ from processes import reaped, wait_until
 from selfplay.actors.alphabeta_actor import AlphaBetaActor, AlphaBetaSelfPlayConfig, expected_score_value
 from selfplay.replay.replay_buffer import ReplayReader, ReplayWriter, check_store
 from train.arena.gating import read_gating_log
-from train.arena.generation_gate import play_stage
+from train.arena.generation_gate import GATE_ENTRY, generation_decisions, play_stage
 from train.learner.distilled.own_games import own_game_labels
-from train.loop.distilled_loop import GATE_ENTRY, DistilledLoopConfig, resolve_config, run_distilled_loop
+from train.loop.distilled_loop import DistilledLoopConfig, resolve_config, run_distilled_loop
 from zero.alphabeta import search as ab
 from zero.distilled.model import load_eval
 from zero.endgames.egdb_build import largest_available
@@ -147,7 +147,7 @@ def test_a_generation_is_trained_and_gated_after_a_kill_9_in_its_selfplay(tmp_pa
     # Nothing played or counted twice: every (actor, seed index) and every game once.
     assert max(Counter((g.actor_id, g.seed_index) for g in games).values()) == 1
     assert len({g.game_id for g in games}) == len(games) and {g.actor_id for g in games} == {0, 1}
-    decisions = [e for e in read_gating_log(run.root) if e["kind"] == GATE_ENTRY]
+    decisions = generation_decisions(run.root)
     assert len(decisions) == 1 and decisions[0]["cycle"] == 0
     candidate = run.evaluation_candidate(0)
     made = load_eval(candidate).meta["made_from"]
@@ -206,7 +206,7 @@ def test_with_a_teacher_its_values_are_the_labels_and_the_search_their_searched_
 
 
 def test_ship_copies_the_best_generation_over_the_evaluation_it_descends_from_and_nothing_else(tmp_path):
-    from train.loop.distilled_loop import ShipError, ship_best
+    from train.shipping.distilled import ShipError, ship_best
     from train.arena.gating import append_gating_log
     from zero.distilled.model import DEFAULT_DISTILLED
     from zero.run.config import save_config
@@ -288,5 +288,5 @@ def test_a_candidate_of_another_size_learns_from_scratch_and_is_gated_on_the_clo
     assert run_distilled_loop(run.root, cfg, say=lines.append) == 0
     assert any("a 16/32/1 evaluation, the best a 64/32/1 one: learnt from scratch" in line for line in lines), lines
     assert load_eval(run.evaluation_candidate(0)).shape.accumulator == 16
-    decisions = [e for e in read_gating_log(run.root) if e["kind"] == GATE_ENTRY]
+    decisions = generation_decisions(run.root)
     assert [s["budget"] for s in decisions[0]["stages"]] == ["t0+0.01"]

@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ship(args: argparse.Namespace) -> int:
-    from train.loop.distilled_loop import ShipError, ship_best
+    from train.shipping.distilled import ShipError, ship_best
     from zero.distilled.model import DEFAULT_DISTILLED, DistilledFileError
     from zero.run.rundir import RunDirError
 
