@@ -23,7 +23,7 @@ on the path to it; that is what makes the transposition table exact. Only at the
 history count: a root move back to a position of the game scores as a draw (search_root's root_draws).
 
 Alpha-beta finds that score with: principal-variation search (null windows after the first move),
-iterative deepening (the caller: zero.yardsticks.classical), a transposition table (entries keyed by the whole
+iterative deepening (the caller: zero.alphabeta.player), a transposition table (entries keyed by the whole
 position, so no collision is ever trusted: the bound, the depth and the best move; a stored bound cuts only
 at the same remaining depth, so a fixed-depth search returns exactly the fixed-depth minimax score, and
 deeper or shallower entries still give their move first), and move ordering (hash move, then captures by
