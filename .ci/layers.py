@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # The import order of docs/architecture.md: each unit may import only units listed before it.
 ORDER = [
-    "zero.run", "zero.rules", "zero.corpus", "zero.net", "zero.distilled", "zero.endgames", "zero.yardsticks", "zero.cli",
+    "zero.run", "zero.rules", "zero.corpus", "zero.net", "zero.distilled", "zero.endgames", "zero.alphabeta", "zero.yardsticks", "zero.cli",
     "selfplay.tree_search", "selfplay.replay", "selfplay.actors", "selfplay.cli",
     "train.learner", "train.arena", "train.shipping", "train.loop", "train.cli",
     "play", "play.cli",

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from players_bench import bench_positions, searches_on_the_clock  # noqa: E402
 
+from zero.alphabeta.player import DistilledPlayer  # noqa: E402
 from zero.distilled.model import load_eval  # noqa: E402
-from zero.yardsticks.alphabeta_player import DistilledPlayer  # noqa: E402
 
 
 def fixed_depth(evaluation, games, depth: int, repeat: int, egdb=None) -> None:

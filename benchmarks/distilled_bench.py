@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from players_bench import bench_positions, searches_on_the_clock  # noqa: E402
 
+from zero.alphabeta.player import DistilledPlayer, Selectivity  # noqa: E402
 from zero.distilled import kernels as dk  # noqa: E402
 from zero.distilled.model import load_eval  # noqa: E402
 from zero.rules.game import Position  # noqa: E402
 from zero.rules.movegen import BUFFER_ROWS, F_CAPTURED, F_FROM, F_TO, MOVE_FIELDS, generate, make  # noqa: E402
-from zero.yardsticks.alphabeta_player import DistilledPlayer, Selectivity  # noqa: E402
 from zero.yardsticks.classical import ClassicalPlayer  # noqa: E402
 
 

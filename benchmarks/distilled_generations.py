@@ -17,10 +17,9 @@ from pathlib import Path
 
 from selfplay.actors.actor import load_ballot
 from selfplay.replay.replay_buffer import ReplayReader
-from train.arena.gating import read_gating_log
+from train.arena.generation_gate import generation_decisions
 from train.arena.match import format_elo, format_elo_interval, score_statistics
 from train.arena.split_match import play_split_match
-from train.loop.distilled_loop import GATE_ENTRY
 from zero.distilled.model import load_eval
 from zero.run.rundir import RunDir
 
@@ -37,7 +36,7 @@ def main() -> None:
     args = parser.parse_args()
     run = RunDir(args.run)
     openings = load_ballot("openings/acf_3move_144.txt")[:args.first]
-    decisions = [e for e in read_gating_log(run.root) if e.get("kind") == GATE_ENTRY]
+    decisions = generation_decisions(run.root)
     print(f"{run.root}: {len(decisions)} gates, {sum(e['decision'] == 'promote' for e in decisions)} promoted; "
           f"{ReplayReader(run.root).total_positions():,} positions in the store; load average "
           f"{os.getloadavg()[0]:.1f}", flush=True)

@@ -9,13 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zero.alphabeta import reference as ref
+from zero.alphabeta.evaluations import (
+    ClassicalEvaluation, DistilledEvaluation, enter_child, enter_root, leaf_score, new_work,
+)
+from zero.alphabeta.player import DistilledPlayer, Selectivity
 from zero.distilled import kernels as dk
 from zero.distilled.model import DistilledShape, random_eval
 from zero.endgames.egdb_build import ensure_built
 from zero.rules.game import Position
 from zero.rules.notation import fen_to_position
-from zero.yardsticks import classical_reference as ref
-from zero.yardsticks.alphabeta_player import DistilledPlayer, Selectivity
 from zero.yardsticks.classical import ClassicalPlayer, load_eval
 from positions import ENDGAMES, random_position
 
@@ -42,6 +45,28 @@ def classical_player(depth: int, **kw) -> ClassicalPlayer:
 
 
 EVALUATIONS = {"distilled": (distilled_player, distilled_leaf), "classical": (classical_player, classical_leaf)}
+KERNEL_VALUES = {"distilled": DistilledEvaluation(*DISTILLED.arrays), "classical": ClassicalEvaluation(CLASSICAL.weights)}
+
+
+@pytest.mark.parametrize("evaluation", EVALUATIONS)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_each_evaluation_type_runs_its_own_kernels(evaluation, seed):
+    """The three calls the search makes of an evaluation (zero.alphabeta.evaluations), chosen by its type: taken
+    into the root, then down a game's moves one ply at a time (captures and crownings among them), every
+    position's leaf score is that evaluation's score of the position computed afresh."""
+    value, leaf = KERNEL_VALUES[evaluation], EVALUATIONS[evaluation][1]
+    work = new_work(value, 80)
+    pos = random_position(seed, 4)
+    enter_root(pos.black, pos.white, pos.kings, value, work)
+    for ply in range(60):
+        assert leaf_score(pos.black, pos.white, pos.kings, pos.black_to_move, ply, value, work) == leaf(pos)
+        moves = pos.legal_moves()
+        if not moves:
+            break
+        child = pos.play(moves[(seed * 7 + ply) % len(moves)])
+        enter_child(ply, pos.black, pos.white, pos.kings, child.black, child.white, child.kings, value, work)
+        pos = child
+    assert ply > 20
 
 
 @pytest.mark.parametrize("evaluation", EVALUATIONS)

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zero.alphabeta import search as ab
+from zero.alphabeta import classical_kernels as ck
+from zero.alphabeta import reference as ref
 from zero.endgames.egdb_build import ensure_built
 from zero.rules.game import Game, Position
 from zero.rules.notation import fen_to_position
-from zero.yardsticks import alphabeta_search as ab
-from zero.yardsticks import classical_kernels as ck
-from zero.yardsticks import classical_reference as ref
 from zero.yardsticks.classical import (
     DEFAULT_EVAL, ClassicalEval, ClassicalPlayer, EvalFileError, features_of, load_eval,
 )
@@ -140,7 +140,7 @@ def test_the_player_finds_the_quickest_win_and_plays_a_forced_move_at_once(egdb4
 
 
 def test_a_move_back_to_a_position_of_the_game_scores_as_a_draw():
-    from zero.yardsticks.alphabeta_player import repetitions
+    from zero.alphabeta.player import repetitions
 
     game = Game(start=fen_to_position("B:W12,K29:BK1,K3"))
     for move in ("1-6", "29-25", "6-1", "25-29"):

@@ -7,11 +7,11 @@ import pytest
 from selfplay.tree_search.time_manager import GameClock, TimeManager, move_time
 from train.arena.clocked_search import ClockedSearchPlayer
 from train.arena.player_specs import make_player
+from zero.alphabeta.player import DistilledPlayer
 from zero.distilled.model import DistilledShape, random_eval
 from zero.endgames.egdb_build import ensure_built
 from zero.rules.game import Game
 from zero.rules.notation import fen_to_position
-from zero.yardsticks.alphabeta_player import DistilledPlayer
 
 EVAL = random_eval(DistilledShape(accumulator=16, hidden=8), seed=3)
 
@@ -56,8 +56,8 @@ def test_the_spec_names_a_distilled_player_on_a_game_clock(tmp_path):
 
 def test_the_distilled_spec_sets_what_its_search_prunes_and_refuses_a_bad_setting_in_one_line(tmp_path):
     from train.arena.player_specs import PlayerSpecError
+    from zero.alphabeta.player import Selectivity
     from zero.distilled.model import save_eval
-    from zero.yardsticks.alphabeta_player import Selectivity
 
     path = tmp_path / "eval.npz"
     save_eval(EVAL, path)

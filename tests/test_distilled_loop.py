@@ -17,16 +17,16 @@ from processes import reaped, wait_until
 from selfplay.actors.alphabeta_actor import AlphaBetaActor, AlphaBetaSelfPlayConfig, expected_score_value
 from selfplay.replay.replay_buffer import ReplayReader, ReplayWriter, check_store
 from train.arena.gating import read_gating_log
-from train.arena.generation_gate import play_stage
-from train.learner.own_games import own_game_labels
-from train.loop.distilled_loop import GATE_ENTRY, DistilledLoopConfig, resolve_config, run_distilled_loop
+from train.arena.generation_gate import GATE_ENTRY, generation_decisions, play_stage
+from train.learner.distilled.own_games import own_game_labels
+from train.loop.distilled_loop import DistilledLoopConfig, resolve_config, run_distilled_loop
+from zero.alphabeta import search as ab
 from zero.distilled.model import load_eval
 from zero.endgames.egdb_build import largest_available
-from zero.rules.movegen import can_capture
 from zero.rules.game import Position
+from zero.rules.movegen import can_capture
 from zero.run.data import data_file
 from zero.run.rundir import RunDir
-from zero.yardsticks import alphabeta_search as ab
 
 pytestmark = pytest.mark.skipif(data_file("openings/acf_3move_144.txt") is None or data_file("OCA_2.0.pdn") is None,
                                 reason="the ballot and OCA_2.0.pdn not found (set CHECKERS_ZERO_DATA)")
@@ -147,7 +147,7 @@ def test_a_generation_is_trained_and_gated_after_a_kill_9_in_its_selfplay(tmp_pa
     # Nothing played or counted twice: every (actor, seed index) and every game once.
     assert max(Counter((g.actor_id, g.seed_index) for g in games).values()) == 1
     assert len({g.game_id for g in games}) == len(games) and {g.actor_id for g in games} == {0, 1}
-    decisions = [e for e in read_gating_log(run.root) if e["kind"] == GATE_ENTRY]
+    decisions = generation_decisions(run.root)
     assert len(decisions) == 1 and decisions[0]["cycle"] == 0
     candidate = run.evaluation_candidate(0)
     made = load_eval(candidate).meta["made_from"]
@@ -183,8 +183,8 @@ def test_bad_settings_and_a_second_loop_are_refused_in_one_line(tmp_path):
 
 
 def test_with_a_teacher_its_values_are_the_labels_and_the_search_their_searched_scores(tmp_path, egdb4):
-    from train.learner.distilled_labels import teacher_wdl
-    from train.learner.distilled_training import DistilledTrainConfig, targets
+    from train.learner.distilled.labels import teacher_wdl
+    from train.learner.distilled.training import DistilledTrainConfig, targets
     from zero.net.inference import Evaluator
 
     actor = AlphaBetaActor(AlphaBetaSelfPlayConfig(depth=2), load_eval(), "distilled", 0, egdb4)
@@ -206,7 +206,7 @@ def test_with_a_teacher_its_values_are_the_labels_and_the_search_their_searched_
 
 
 def test_ship_copies_the_best_generation_over_the_evaluation_it_descends_from_and_nothing_else(tmp_path):
-    from train.loop.distilled_loop import ShipError, ship_best
+    from train.shipping.distilled import ShipError, ship_best
     from train.arena.gating import append_gating_log
     from zero.distilled.model import DEFAULT_DISTILLED
     from zero.run.config import save_config
@@ -288,5 +288,5 @@ def test_a_candidate_of_another_size_learns_from_scratch_and_is_gated_on_the_clo
     assert run_distilled_loop(run.root, cfg, say=lines.append) == 0
     assert any("a 16/32/1 evaluation, the best a 64/32/1 one: learnt from scratch" in line for line in lines), lines
     assert load_eval(run.evaluation_candidate(0)).shape.accumulator == 16
-    decisions = [e for e in read_gating_log(run.root) if e["kind"] == GATE_ENTRY]
+    decisions = generation_decisions(run.root)
     assert [s["budget"] for s in decisions[0]["stages"]] == ["t0+0.01"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from train.learner import distilled_labels as dl
-from train.learner.distilled_training import DistilledTrainConfig, targets, train
+from train.learner.distilled import labels as dl
+from train.learner.distilled.training import DistilledTrainConfig, targets, train
 from train.learner.pretrain_dataset import SPLITS, PretrainDataset
 from training_data import save_tiny_network, scripted_dataset
 from zero.distilled.model import load_eval, random_eval
@@ -147,11 +147,11 @@ def test_positions_the_database_answers_are_left_out_of_training_when_asked(data
 
 def test_search_scores_are_made_once_per_chunk_equal_the_players_search_and_are_blended(data, teacher, monkeypatch,
                                                                                       tmp_path):
-    from train.learner import distilled_searched as ds
+    from train.learner.distilled import searched as ds
+    from zero.alphabeta.player import DistilledPlayer
     from zero.distilled.model import DistilledShape, save_eval
     from zero.endgames.egdb_build import largest_available
     from zero.rules.game import Position
-    from zero.yardsticks.alphabeta_player import DistilledPlayer
 
     monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
     # (walks of 3: a store of its own, never the one another test damages)
@@ -193,8 +193,8 @@ def test_search_scores_are_made_once_per_chunk_equal_the_players_search_and_are_
 
 
 def test_a_won_or_lost_search_score_is_learnt_as_near_certain_and_others_kept():
-    from train.learner.distilled_searched import DECIDED_SCORE, decided
-    from zero.yardsticks.alphabeta_search import WIN_SCORE
+    from train.learner.distilled.searched import DECIDED_SCORE, decided
+    from zero.alphabeta.search import WIN_SCORE
 
     assert decided(WIN_SCORE - 12) == DECIDED_SCORE and decided(-(WIN_SCORE - 3)) == -DECIDED_SCORE
     assert decided(-1234) == -1234 and decided(20_000) == DECIDED_SCORE
@@ -248,7 +248,7 @@ def test_one_writer_at_a_time_per_store(data, teacher, monkeypatch):
 
 
 def test_search_scores_name_their_label_store_and_another_stores_are_refused(data, teacher, monkeypatch, tmp_path):
-    from train.learner import distilled_searched as ds
+    from train.learner.distilled import searched as ds
     from zero.distilled.model import DistilledShape, save_eval
 
     monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
@@ -268,7 +268,7 @@ def test_distilled_train_checks_its_destination_first_and_replaces_the_shipped_f
     # Before: `distilled train --out checkpoints/distilled.npz` replaced the tracked file without a word, and a
     # bad --out was found only after the whole training (a traceback for a path under a file or in /proc).
     from play.cli.main import main
-    from train.learner import distilled_training
+    from train.learner.distilled import training
     from zero.distilled import model
 
     monkeypatch.setattr(dl, "CHUNK_ROWS", 128)
@@ -278,9 +278,9 @@ def test_distilled_train_checks_its_destination_first_and_replaces_the_shipped_f
     save_eval_file = random_eval(model.DistilledShape(accumulator=8, hidden=4), seed=1)
     model.save_eval(save_eval_file, shipped)
     monkeypatch.setattr(model, "DEFAULT_DISTILLED", shipped)
-    real_train = distilled_training.train
+    real_train = training.train
     trained = []
-    monkeypatch.setattr(distilled_training, "train", lambda *a, **k: trained.append(1) or real_train(*a, **k))
+    monkeypatch.setattr(training, "train", lambda *a, **k: trained.append(1) or real_train(*a, **k))
     small = ["--set", "accumulator=8", "--set", "hidden=4", "--set", "steps=1", "--set", "batch=16",
              "--set", "threads=1", "--quiet"]
     (tmp_path / "a-file").write_text("")

@@ -26,8 +26,8 @@ def positions(n: int) -> np.ndarray:
 def test_searched_values_are_the_searchs_of_each_position_and_the_policy_the_wrapped_evaluators():
     # MCTS leaves valued by a short search (the spec's :distilledN). The planes give the position turned to
     # the side to move's view; the search of that must be the search of the real position, White to move too.
+    from zero.alphabeta.player import DistilledPlayer, Selectivity
     from zero.distilled.model import random_eval
-    from zero.yardsticks.alphabeta_player import DistilledPlayer, Selectivity
 
     # A plain search: its score at a fixed depth is the minimax's, whatever order the moves come in.
     searcher = DistilledPlayer(3, evaluation=random_eval(seed=1), selectivity=Selectivity.none())

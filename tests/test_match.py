@@ -10,15 +10,16 @@ import sys
 import pytest
 
 from selfplay.tree_search.evaluators import HashEvaluator
-from zero.rules.game import Game, Position, RulesConfig, Termination
-from zero.run.data import REPOSITORY, data_file
 from train.arena.match import (
     IllegalMoveError, MatchGame, MatchResult, elo_from_score, format_elo, format_elo_interval, match_schedule,
     play_match, score_statistics,
 )
 from train.cli.match import add_arguments, run
 from zero.corpus.openings import BallotError, Opening, load_openings
-from zero.yardsticks.players import AlphaBetaPlayer, RandomPlayer, SearchingPlayer
+from zero.rules.game import Game, Position, RulesConfig, Termination
+from zero.rules.player import SearchingPlayer
+from zero.run.data import REPOSITORY, data_file
+from zero.yardsticks.players import AlphaBetaPlayer, RandomPlayer
 from match_starts import StartLog, long_first_pair
 
 OPENINGS = [Opening("9-13 21-17 5-9", ("9-13", "21-17", "5-9")), Opening("11-15 23-19 8-11", ("11-15", "23-19", "8-11"))]

@@ -17,8 +17,8 @@ from train.arena.player_specs import PlayerSpecError, make_player
 from zero.corpus.openings import Opening
 from zero.net.checkpoint import save_checkpoint
 from zero.net.network import NetworkConfig, PolicyValueNet
+from zero.rules.player import Player
 from zero.run.rundir import RunDir
-from zero.yardsticks.players import Player
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=2, value_channels=1, value_hidden=16)
 

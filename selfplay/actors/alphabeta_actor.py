@@ -33,13 +33,13 @@ import numpy as np
 
 from selfplay.actors.actor import game_seed, load_ballot
 from selfplay.replay.records import POSITION_FIELDS, GameRecord, PositionRows, padded_policy
+from zero.alphabeta import search as ab
+from zero.alphabeta.player import DistilledPlayer
 from zero.distilled.kernels import SCORE_UNITS
 from zero.distilled.model import DistilledEval
 from zero.net.encoding import move_action
 from zero.rules.game import Game, Position, RulesConfig, Termination
 from zero.run.config import MOST_SEED, check_settings, setting
-from zero.yardsticks import alphabeta_search as ab
-from zero.yardsticks.alphabeta_player import DistilledPlayer
 
 log = logging.getLogger(__name__)
 

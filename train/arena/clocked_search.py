@@ -1,4 +1,4 @@
-"""The alpha-beta player (zero.yardsticks.alphabeta_player) on a game clock: each move's time from the time
+"""The alpha-beta player (zero.alphabeta.player) on a game clock: each move's time from the time
 manager (selfplay.tree_search.time_manager.move_time: the increment and a share of the bank, spread over fewer
 moves once the endgame database is near), so that what book, database and forced moves save is spent later
 in the game. The match keeps its clock (train.arena.match.ClockedPlayer)."""
@@ -6,8 +6,8 @@ in the game. The match keeps its clock (train.arena.match.ClockedPlayer)."""
 from __future__ import annotations
 
 from selfplay.tree_search.time_manager import GameClock, TimeManager, move_time
+from zero.alphabeta.player import AlphaBetaSearchPlayer
 from zero.rules.game import Game, Move
-from zero.yardsticks.alphabeta_player import AlphaBetaSearchPlayer
 
 
 class ClockedSearchPlayer:

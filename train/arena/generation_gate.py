@@ -18,11 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from train.arena.gating import GatingInterrupted
+from train.arena.gating import GatingInterrupted, read_gating_log
 from train.arena.split_match import play_split_match, worker_pool
 from train.arena.sprt import PairSprt, SprtConfig
 from zero.run.config import MOST_PROCESSES, check_settings, setting
 from zero.run.rundir import RunDir
+
+
+GATE_ENTRY = "distilled-generation"  # the gating log's kind of entry for a generation gate's decisions
+
+
+def generation_decisions(run_dir: Path) -> list[dict]:
+    """The decisions of the run's generation gates, oldest first (its gating log's GATE_ENTRY entries)."""
+    return [e for e in read_gating_log(run_dir) if e.get("kind") == GATE_ENTRY]
 
 
 @dataclass

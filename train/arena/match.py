@@ -53,7 +53,7 @@ from zero.corpus.openings import Opening
 from zero.endgames.egdb import Egdb
 from zero.endgames.endgame_judge import EndgameMistakes, judge_game
 from zero.rules.game import Game, Move, Outcome, RulesConfig, Termination
-from zero.yardsticks.players import Player
+from zero.rules.player import Player
 
 Z_95 = 1.959963984540054
 # Network answers a player searching a fixed number of simulations remembers by position

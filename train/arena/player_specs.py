@@ -18,7 +18,7 @@
                            seconds and I more a move (its time manager as mcts's: train.arena.clocked_search)
     distilled...:db, :dbN  with the largest endgame database built (of at most N pieces) as exact leaves
     distilled...:book      the experts' main line played at once where the opening book has it
-    distilled...:KEY=VALUE what its search prunes (zero.yardsticks.alphabeta_player.Selectivity), e.g.
+    distilled...:KEY=VALUE what its search prunes (zero.alphabeta.player.Selectivity), e.g.
                            distilled:t0.1:reductions=0:deeper_cuts=false for the plain alpha-beta search
     policy[:NET]           the network's raw policy, no search
     mcts[:NET][:SIMS]      the network searching SIMS root visits a move (default 200), in lockstep with
@@ -71,8 +71,9 @@ from selfplay.tree_search.search import MOST_SIMULATIONS, SearchConfig
 from selfplay.tree_search.time_manager import GAME_CLOCK_SETTINGS, GameClock, TimeManager
 from train.arena.match import MATCH_CACHE_POSITIONS, MatchPlayer, NetworkPlayer
 from zero.endgames.egdb import MOST_PIECES, MOST_PLAYED_PIECES
+from zero.rules.player import MAX_TIMED_DEPTH
 from zero.run.config import MOST_MOVE_SECONDS, ConfigError, notify, with_overrides
-from zero.yardsticks.players import MAX_TIMED_DEPTH, AlphaBetaPlayer, RandomPlayer
+from zero.yardsticks.players import AlphaBetaPlayer, RandomPlayer
 
 DEFAULT_MCTS_SIMULATIONS = 200
 # The player the matches chose: the alpha-beta search over the shipped distilled evaluation with the largest
@@ -235,7 +236,7 @@ def _classical(args: str, seed: int) -> MatchPlayer:
 
 def _depth_or_time(kind: str, args: str) -> tuple[int | None, float | None]:
     """(depth, None) or (None, seconds a move) of an alpha-beta player's spec arguments."""
-    from zero.yardsticks.alphabeta_search import MAX_DEPTH
+    from zero.alphabeta.search import MAX_DEPTH
 
     if args.startswith("t"):
         seconds = _seconds(args[1:])
@@ -253,8 +254,8 @@ def _depth_or_time(kind: str, args: str) -> tuple[int | None, float | None]:
 def _distilled(args: str, seed: int, spec: str) -> MatchPlayer:
     """distilled[:FILE]:N|tS|tB+I[:db|:dbN][:book][:KEY=VALUE...]: the alpha-beta search over the distilled
     evaluation."""
+    from zero.alphabeta.player import DistilledPlayer, Selectivity
     from zero.distilled.model import DistilledFileError, load_eval
-    from zero.yardsticks.alphabeta_player import DistilledPlayer, Selectivity
 
     args, settings = _search_settings(args, spec)
     selectivity = _with_settings(Selectivity(), settings, spec)
@@ -291,10 +292,10 @@ def _leaf_values(network, depth: int | None, egdb, seed: int):
     if depth is None:
         return network
     from selfplay.tree_search.evaluators import SearchedValueEvaluator
+    from zero.alphabeta.player import DistilledPlayer
+    from zero.alphabeta.search import MAX_DEPTH
     from zero.distilled.model import DistilledFileError
     from zero.rules.game import Position
-    from zero.yardsticks.alphabeta_search import MAX_DEPTH
-    from zero.yardsticks.alphabeta_player import DistilledPlayer
 
     if not 1 <= depth <= MAX_DEPTH:
         raise PlayerSpecError(f":distilled{depth}: a leaf search of 1 to {MAX_DEPTH} plies")

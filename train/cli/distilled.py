@@ -97,10 +97,10 @@ def destination_problem(out: Path, force: bool) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from train.learner.distilled_labels import (
+    from train.learner.distilled.labels import (
         DistilledLabelConfig, DistilledLabelError, label, read_label_stores)
-    from train.learner.distilled_searched import read_searched, search_label
-    from train.learner.distilled_training import DistilledTrainConfig, train
+    from train.learner.distilled.searched import read_searched, search_label
+    from train.learner.distilled.training import DistilledTrainConfig, train
     from train.learner.pretrain_dataset import DatasetError, PretrainDataset
     from zero.distilled.model import DEFAULT_DISTILLED, DistilledFileError
     from zero.net.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ship(args: argparse.Namespace) -> int:
-    from train.loop.distilled_loop import ShipError, ship_best
+    from train.shipping.distilled import ShipError, ship_best
     from zero.distilled.model import DEFAULT_DISTILLED, DistilledFileError
     from zero.run.rundir import RunDirError
 
@@ -173,7 +173,7 @@ def _loop(args: argparse.Namespace) -> int:
     import logging
 
     from selfplay.replay.replay_buffer import ReplayError
-    from train.learner.distilled_labels import DistilledLabelError
+    from train.learner.distilled.labels import DistilledLabelError
     from train.loop.distilled_loop import resolve_config, run_distilled_loop
     from zero.distilled.model import DistilledFileError
     from zero.net.checkpoint import CheckpointError

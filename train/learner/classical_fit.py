@@ -4,7 +4,7 @@ Data: every quiet position (the side to move has no capture: the only positions 
 the OCA games, split by game as the pretraining dataset splits them (train.learner.pretrain_dataset.split_of_game),
 each labelled with the game's result for the side to move: win 1, draw 0.5, loss 0.
 
-Model: P(result) = sigmoid(theta . features) (zero.yardsticks.classical_kernels' features, no intercept: the features
+Model: P(result) = sigmoid(theta . features) (zero.alphabeta.classical_kernels' features, no intercept: the features
 are already the side to move's minus the opponent's), fitted on the train split by Newton's method on the
 cross-entropy with a small L2 penalty. The engine's weights are theta in points, round(theta * SCALE), so
 the file's scale is SCALE points per unit of logit. The held-out figures are the validation and test
@@ -25,10 +25,10 @@ from numba import njit
 from tqdm import tqdm
 
 from train.learner.pretrain_dataset import RESULT_OF_PDN, SPLITS, DatasetConfig, split_of_game
+from zero.alphabeta import classical_kernels as ck
 from zero.corpus.pdn import PdnGame, read_pdn
 from zero.rules.movegen import can_capture, make
 from zero.run.config import atomic_write_bytes, file_sha256
-from zero.yardsticks import classical_kernels as ck
 from zero.yardsticks.classical import DEFAULT_EVAL, eval_document, load_eval
 
 SCALE = 1000  # points per unit of logit: the weights read as thousandths of a logit

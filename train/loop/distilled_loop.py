@@ -7,7 +7,7 @@ A cycle has three phases, each on the self-play loop's machinery:
    evaluation against itself at a fixed depth (selfplay.actors.alphabeta_actor) into the run's replay store
    until it holds `positions` more positions.
 2. **Training**: a candidate evaluation learns the quiet positions of the newest `window` of them
-   (train.learner.own_games: the search's score and the game's result blended), starting from the best's
+   (train.learner.distilled.own_games: the search's score and the game's result blended), starting from the best's
    weights; written to checkpoints/candidate-CCCC.npz.
 3. **Gate**: the candidate plays the best, SPRT on game pairs at a bullet budget, confirmed at 0.1 s a move
    (train.arena.generation_gate). Promoted, it becomes the run's best (checkpoints/best.json, its generation
@@ -33,18 +33,15 @@ from typing import Callable
 
 from selfplay.actors.alphabeta_actor import AlphaBetaSelfPlayConfig, run_alphabeta_actor
 from selfplay.replay.replay_buffer import ReplayReader
-from train.arena.gating import GatingInterrupted, append_gating_log, read_gating_log
-from train.arena.generation_gate import GenerationGateConfig, gate
-from train.learner.distilled_training import DistilledTrainConfig, train
-from train.learner.own_games import own_game_labels
+from train.arena.gating import GatingInterrupted, append_gating_log
+from train.arena.generation_gate import GATE_ENTRY, GenerationGateConfig, gate, generation_decisions
+from train.learner.distilled.own_games import own_game_labels
+from train.learner.distilled.training import DistilledTrainConfig, train
 from train.loop.supervisor import Supervisor
-from zero.run.config import (MOST_PROCESSES, atomic_write_bytes, file_sha256, load_config, save_config, setting,
-                             to_dict, write_run_record)
+from zero.run.config import MOST_PROCESSES, load_config, save_config, setting, to_dict, write_run_record
 from zero.run.rundir import RunDir
 
 log = logging.getLogger("checkers_zero.distilled_loop")
-
-GATE_ENTRY = "distilled-generation"  # the gating log's kind of entry for this loop's decisions
 
 
 def _fine_tuning() -> DistilledTrainConfig:
@@ -98,10 +95,6 @@ class LoopState:
     generation: int
 
 
-def _decisions(run: RunDir) -> list[dict]:
-    return [e for e in read_gating_log(run.root) if e.get("kind") == GATE_ENTRY]
-
-
 def loop_state(run: RunDir, cfg: DistilledLoopConfig) -> LoopState:
     """Where the run stands; on its first start generation 0 is copied in and made its best. A decision
     logged but not applied (a kill between the two) is applied here."""
@@ -115,7 +108,7 @@ def loop_state(run: RunDir, cfg: DistilledLoopConfig) -> LoopState:
         initial.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, initial)
         best = run.write_best(initial, 0, f"generation 0: {source}")
-    decisions = _decisions(run)
+    decisions = generation_decisions(run.root)
     if decisions and decisions[-1]["decision"] == "promote" and best.path != Path(decisions[-1]["candidate"]):
         best = run.write_best(Path(decisions[-1]["candidate"]), decisions[-1]["generation"],
                               f"won its gate (cycle {decisions[-1]['cycle']})")
@@ -256,47 +249,3 @@ def run_distilled_loop(run_dir: Path, cfg: DistilledLoopConfig, say: Callable[[s
             signal.signal(sig, handler)
         lock.close()
     return 0
-
-
-class ShipError(ValueError):
-    """A run whose best evaluation cannot be shipped; the message says why."""
-
-
-def lineage(run: RunDir) -> list[str]:
-    """The promotions that made the run's best, oldest first: one line a generation, with its gate's stages."""
-    lines = []
-    for entry in _decisions(run):
-        if entry["decision"] == "promote":
-            stages = "; ".join(f"{s['budget']}: {s['elo']:+.0f} ({s['low']:+.0f} .. {s['high']:+.0f}) after "
-                               f"{s['pairs']} pairs" for s in entry["stages"])
-            lines.append(f"generation {entry['generation']}: {Path(entry['candidate']).name} (cycle "
-                         f"{entry['cycle']}), over generation {entry['generation'] - 1}: {stages}")
-    return lines
-
-
-def ship_best(run_dir: Path, shipped: Path, force: bool = False) -> list[str]:
-    """Replace the shipped evaluation `shipped` by the run's best generation; the lines for its model card.
-
-    A generation won its gates against the one before it, back to the run's generation 0, so it beats the
-    shipped evaluation only when that is the run's generation 0: otherwise (another run shipped since, say) no
-    gate ever played the two, and only `force` ships it."""
-    from zero.distilled.model import load_eval
-
-    run = RunDir(run_dir)
-    if not run.distilled_config_file.exists():
-        raise ShipError(f"{run_dir}: not a distilled loop's run (no {run.distilled_config_file.name})")
-    best = run.read_best()
-    if best is None or best.step == 0:
-        raise ShipError(f"{run_dir}: its best is generation 0, the evaluation it started from; nothing to ship")
-    load_eval(best.path)  # a damaged file is refused in one line, before the shipped one is touched
-    initial = run.initial_evaluation()
-    best_sha = file_sha256(best.path)
-    shipped_sha = file_sha256(shipped) if shipped.is_file() else None
-    if shipped_sha == best_sha:
-        raise ShipError(f"{shipped} is generation {best.step} of {run_dir} already")
-    if shipped_sha is not None and not force and (not initial.exists() or file_sha256(initial) != shipped_sha):
-        raise ShipError(f"{run_dir}'s generation 0 is not {shipped}: no gate played its best against the shipped "
-                        f"evaluation (a match can: benchmarks/distilled_generations.py); --force ships it anyway")
-    atomic_write_bytes(shipped, best.path.read_bytes())
-    return [f"{shipped}: generation {best.step} of {run.root} ({best.path.name}, sha256 {best_sha[:12]}...)",
-            *lineage(run)]

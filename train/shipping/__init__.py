@@ -1,2 +1,3 @@
 """Shipping a network: where it comes from (lineage, runs that continue runs) and the promotion match that
-replaces the shipped one. Imports train.arena, train.learner, selfplay and zero."""
+replaces the shipped one; and shipping the distilled loop's best evaluation. Imports train.arena, train.learner,
+selfplay and zero."""

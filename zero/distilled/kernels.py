@@ -78,7 +78,7 @@ def _add_pieces(mask, colour, king, sign, w1, acc):
 def refresh(black, white, kings, w1, b1, acc):
     """Both views' accumulators (acc int16 [2, H]) of a position, from every piece on the board."""
     # Element by element, as in update: a slice assignment needs numba's reference counting, which the search
-    # that calls these kernels is compiled without (zero.yardsticks.alphabeta_search's module doc).
+    # that calls these kernels is compiled without (zero.alphabeta.search's module doc).
     for perspective in range(2):
         for i in range(acc.shape[1]):
             acc[perspective, i] = b1[i]

@@ -1,2 +1,3 @@
 """The rules of English checkers: bitboards, the numba move generator, positions and games, move and FEN notation,
-perft, and the plain-Python twin of the rules. Imports zero.run."""
+perft, the plain-Python twin of the rules, and the player interface (what picks a game's moves). Imports
+zero.run."""

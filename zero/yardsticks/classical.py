@@ -2,9 +2,9 @@
 
 Alpha-beta with a transposition table, move ordering and quiescence over an evaluation of a few dozen
 hand-made features whose weights are fitted by logistic regression on the results of the OCA expert games
-(`checkers-zero classical fit`, train/learner/classical_fit.py). The kernels are zero.yardsticks.classical_kernels
-(their twin: zero.yardsticks.classical_reference); this module holds the weights file and the player, the
-alpha-beta search (zero.yardsticks.alphabeta_player) with this evaluation.
+(`checkers-zero classical fit`, train/learner/classical_fit.py). The kernels are zero.alphabeta.classical_kernels
+(their twin: zero.alphabeta.reference); this module holds the weights file and the player, the
+alpha-beta search (zero.alphabeta.player) with this evaluation.
 
 The weights file (checkpoints/classical_eval.json, in the repository) holds an integer weight (points)
 for each feature, by name in the kernels' order, the scale (points per unit of logit: the fit's
@@ -22,11 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
+from zero.alphabeta import classical_kernels as ck
+from zero.alphabeta.evaluations import ClassicalEvaluation
+from zero.alphabeta.player import AlphaBetaSearchPlayer, Selectivity
 from zero.endgames.egdb import Egdb
 from zero.rules.game import Position
 from zero.run.data import REPOSITORY
-from zero.yardsticks import classical_kernels as ck
-from zero.yardsticks.alphabeta_player import AlphaBetaSearchPlayer, Selectivity
 
 DEFAULT_EVAL = REPOSITORY / "checkpoints" / "classical_eval.json"
 EVAL_FORMAT = "checkers-zero-classical-eval"
@@ -105,6 +106,6 @@ class ClassicalPlayer(AlphaBetaSearchPlayer):
                  evaluation: ClassicalEval | None = None, egdb: Egdb | None = None, tt_bits: int = 18,
                  use_tt: bool = True, use_ordering: bool = True, selectivity: Selectivity | None = None) -> None:
         evaluation = evaluation if evaluation is not None else load_eval()
-        super().__init__("classical", evaluation.weights, None, depth, seed, seconds, egdb, tt_bits, use_tt,
-                         use_ordering, selectivity=selectivity)
+        super().__init__("classical", ClassicalEvaluation(np.asarray(evaluation.weights, np.int64)), depth, seed,
+                         seconds, egdb, tt_bits, use_tt, use_ordering, selectivity=selectivity)
         self.evaluation = evaluation

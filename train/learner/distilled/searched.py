@@ -1,8 +1,8 @@
 """Labels from the distilled evaluation's own searches: the second turn of the loop that made NNUE evaluations
-strong. A label store's positions (train.learner.distilled_labels) are searched a fixed depth deep by the
-alpha-beta player over an evaluation (zero.yardsticks.alphabeta_player.DistilledPlayer, with its endgame
+strong. A label store's positions (train.learner.distilled.labels) are searched a fixed depth deep by the
+alpha-beta player over an evaluation (zero.alphabeta.player.DistilledPlayer, with its endgame
 database), and the search's score becomes a target the next evaluation learns beside the teacher's value
-(train.learner.distilled_training: `searched_weight`): a static evaluation trained on what a search below it
+(train.learner.distilled.training: `searched_weight`): a static evaluation trained on what a search below it
 finds learns some of what that search sees.
 
 The scores are a store of chunk files inside the label store (STORE/searched-<key>/chunk-NNNNN.npz), chunk c
@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from train.learner.distilled_labels import (
+from train.learner.distilled.labels import (
     DistilledLabelError, chunk_lengths, chunk_path, read_archive, read_chunk, read_labels, recorded_chunks,
     take_store_lock, write_chunk)
+from zero.alphabeta.search import WIN_THRESHOLD
 from zero.run.config import file_sha256
-from zero.yardsticks.alphabeta_search import WIN_THRESHOLD
 
 SEARCHED_FORMAT = 1
 # A won or lost score (a win at a known distance, thousandths of a logit beyond any evaluation) is learnt
@@ -59,9 +59,9 @@ _worker: dict = {}
 
 
 def _start_worker(evaluation: str, depth: int, egdb_pieces: int) -> None:
+    from zero.alphabeta.player import DistilledPlayer
     from zero.distilled.model import load_eval
     from zero.endgames.egdb_build import largest_available
-    from zero.yardsticks.alphabeta_player import DistilledPlayer
 
     _worker["player"] = DistilledPlayer(depth, evaluation=load_eval(evaluation),
                                         egdb=largest_available(most=egdb_pieces))

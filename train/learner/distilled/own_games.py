@@ -1,18 +1,18 @@
 """The distilled evaluation learning from its own games: the replay store's positions of the alpha-beta
-player's self-play (selfplay.actors.alphabeta_actor) as labels for train.learner.distilled_training.
+player's self-play (selfplay.actors.alphabeta_actor) as labels for train.learner.distilled.training.
 
 Each quiet position of the newest `window` (the evaluation is asked only for quiet ones: captures are played
 out first) is labelled with what its game knows of it: the search's score (the generation's own search a few
 plies deep) and the game's result for the side to move, blended by the training settings, as Cake fitted its
 evaluation to its bullet games' results and NNUE engines blend the search score with the result. Given a
 teacher (the policy-value network, in a run's first generations), its value joins them as a prior: then the
-teacher's value is the labels' `wdl` and the search's score their `searched` (distilled_training.targets:
+teacher's value is the labels' `wdl` and the search's score their `searched` (training.targets:
 `result_weight` blends in the result, then `searched_weight` the search); without one the search's expected
 score is the `wdl` itself. Positions the endgame database answers never reach the store (a game ends at its
 first one). A game's positions all go to one split (by a hash of its id), 1 in TEST_EVERY games to the
 held-out test split.
 
-The learning starts from the generation that played the games (`distilled_training.train`'s `initial`): what
+The learning starts from the generation that played the games (`training.train`'s `initial`): what
 the network taught generation 0 stays as a prior that its own games correct, rather than being learnt anew.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from selfplay.replay.replay_buffer import ReplayReader
-from train.learner.distilled_labels import NO_RESULT, DistilledLabelError, choose_positions, teacher_wdl
+from train.learner.distilled.labels import NO_RESULT, DistilledLabelError, choose_positions, teacher_wdl
 from train.learner.pretrain_dataset import SPLITS
 
 TEST_EVERY = 20  # one game in this many is held out
@@ -29,7 +29,7 @@ TEST_EVERY = 20  # one game in this many is held out
 
 def own_game_labels(reader: ReplayReader, window: int, teacher=None, batch: int = 1024) \
         -> tuple[dict[str, np.ndarray], np.ndarray | None, int]:
-    """(the label columns of distilled_training.train, the search scores for its `searched` or None, games
+    """(the label columns of training.train, the search scores for its `searched` or None, games
     read) of the quiet positions of the newest committed games holding `window` positions; teacher: a
     zero.net.inference.Evaluator whose values are the labels' wdl, or None (module doc)."""
     games = reader.newest_games(window)
@@ -62,7 +62,7 @@ def own_game_labels(reader: ReplayReader, window: int, teacher=None, batch: int 
         return labels, None, len(games)
     labels["wdl"] = teacher_wdl(teacher, labels["black"], labels["white"], labels["kings"], labels["black_to_move"],
                                 batch)
-    # The search's expected score as the logit (thousandths) distilled_training.targets reads; a proven
+    # The search's expected score as the logit (thousandths) training.targets reads; a proven
     # result's 0 or 1 as the logit whose sigmoid rounds to it in float32.
     clipped = np.clip(expected, 1e-9, 1 - 1e-9)
     searched = np.round(1000 * np.log(clipped / (1 - clipped))).astype(np.int32)

@@ -1,14 +1,15 @@
 """The alpha-beta search, numba kernels on plain integers and arrays: a negamax with a transposition table,
-move ordering, quiescence and endgame-database leaves, whose quiet leaves are scored by one of two
-evaluations: the classical one (zero.yardsticks.classical_kernels: fitted hand-made features) or the distilled
-one (zero.distilled: a small network learnt from the policy-value network, its accumulators carried down the
-tree and updated by each move's pieces). zero.yardsticks.alphabeta_player is their Python face (the player);
-zero.yardsticks.classical_reference holds the full-width minimax the tests hold the search to.
+move ordering, quiescence and endgame-database leaves, whose quiet leaves are scored by an evaluation of
+zero.alphabeta.evaluations: the classical one (fitted hand-made features) or the distilled one (zero.distilled: a
+small network learnt from the policy-value network, its accumulators carried down the tree and updated by each
+move's pieces). zero.alphabeta.player is their Python face (the player); zero.alphabeta.reference holds the
+full-width minimax the tests hold the search to.
 
-An evaluation is a tuple (classical weights, W1, B1, W2, B2, W3, B3, W4, B4) (`evaluation_arrays`): the
-distilled network's arrays are empty for the classical evaluation, and the classical weights unused with the
-distilled one. The classical evaluation is in points (P(win) ~ sigmoid(points / its scale)), the distilled
-one in thousandths of a logit.
+An evaluation is a named tuple of its arrays, with work arrays of its own (zero.alphabeta.evaluations.new_work,
+MAX_PLY plies of them); numba compiles the search once for each evaluation's type, and the three calls the
+search makes of it (enter_root, enter_child, leaf_score) resolve to that evaluation's kernels while it compiles.
+The classical evaluation is in points (P(win) ~ sigmoid(points / its scale)), the distilled one in thousandths
+of a logit.
 
 Search. score(position, depth) for the side to move, negamax:
   - no legal move: a loss, -(WIN_SCORE - ply), so that a nearer win scores higher;
@@ -22,18 +23,18 @@ on the path to it; that is what makes the transposition table exact. Only at the
 history count: a root move back to a position of the game scores as a draw (search_root's root_draws).
 
 Alpha-beta finds that score with: principal-variation search (null windows after the first move),
-iterative deepening (the caller: zero.yardsticks.classical), a transposition table (entries keyed by the whole
+iterative deepening (the caller: zero.alphabeta.player), a transposition table (entries keyed by the whole
 position, so no collision is ever trusted: the bound, the depth and the best move; a stored bound cuts only
 at the same remaining depth, so a fixed-depth search returns exactly the fixed-depth minimax score, and
 deeper or shallower entries still give their move first), and move ordering (hash move, then captures by
 pieces taken, two killer moves a ply, the history heuristic). Both the table and the ordering can be
 switched off (use_tt, use_ordering) to show that they change nothing but the speed. Two settings trade that
-exactness for depth (zero.yardsticks.alphabeta_player.Selectivity, off for the classical yardstick and the
+exactness for depth (zero.alphabeta.player.Selectivity, off for the classical yardstick and the
 tests that hold the search to the minimax): late move reductions (C_REDUCTIONS plies less for a late quiet
 move, searched again at full depth when it beats alpha: _reduction, _open_child) and entries searched deeper
 than asked cutting too (C_DEEPER_CUTS). A third looks further where the evaluation is blind: a leaf whose side
 to move is threatened with a capture is searched one ply deeper, at most MOST_EXTENSIONS times a line
-(C_THREAT_EXTENSIONS; the minimax of zero.yardsticks.classical_reference with threat_extensions is its twin).
+(C_THREAT_EXTENSIONS; the minimax of zero.alphabeta.reference with threat_extensions is its twin).
 
 The search is iterative with an explicit stack (search_root says how it maps onto the recursion): a
 self-recursive kernel crashed when numba loaded it from its cache (numba 0.68), and compiling one afresh
@@ -48,7 +49,8 @@ touches. A kernel compiled so serves its other callers too (numba keeps one comp
 sound for the same reasons; one that must allocate does not compile without it (numba refuses), so it opts back
 in (`_nrt=True`: database_value, whose probe of the database allocates). The per-node steps (_enter,
 _open_child, _child_done, _leave) are inlined into search_root, a sixth faster again: a call copies the
-descriptor of every array it is handed, the evaluation's nine and the tables' eight among them.
+descriptor of every array it is handed, the evaluation's (eight for the distilled one) and the tables' eight
+among them.
 """
 
 from __future__ import annotations
@@ -56,13 +58,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from zero.distilled import kernels as dk
+from zero.alphabeta.evaluations import enter_child, enter_root, leaf_score
 from zero.endgames.egdb import DRAW_CODE, MAX_DISTANCE, probe_code
 from zero.rules.bitboard import popcount
 from zero.rules.movegen import (
     BUFFER_ROWS, F_CAPTURED, F_FROM, F_TO, MAX_MOVES, MOVE_FIELDS, can_capture, count_moves, generate, make,
 )
-from zero.yardsticks.classical_kernels import N_FEATURES, evaluate
 
 WIN_SCORE = 1_000_000_000
 INFINITY = 2 * WIN_SCORE
@@ -150,21 +151,6 @@ def database_value(black, white, kings, black_to_move, ply, tables):
  P_SLOT, P_USE_TT, P_ROW, P_FULL_WINDOW, P_REDUCED, P_EXTENDED) = range(18)
 FRAME_FIELDS = 18
 _ENTER, _NEXT, _RETURN = 0, 1, 2
-
-
-@njit(cache=True, inline="always")
-def is_distilled(evaluation):
-    return evaluation[1].shape[0] > 0
-
-
-@njit(cache=True, inline="always")
-def leaf_score(black, white, kings, btm, ply, evaluation, work):
-    """The evaluation's score of a position for the side to move; the distilled one reads the accumulators
-    of the position at `ply` of the search (work[1][ply])."""
-    if not is_distilled(evaluation):
-        return evaluate(black, white, kings, btm, evaluation[0], work[0])
-    return dk.score(dk.forward(work[1][ply], black, white, btm, evaluation[3], evaluation[4], evaluation[5],
-                               evaluation[6], evaluation[7], evaluation[8], work[2], work[3], work[4], work[5]))
 
 
 @njit(cache=True, inline="always")
@@ -279,9 +265,7 @@ def _open_child(ply, btm, frames, moves, full_window, reduction, evaluation, wor
     row = f[P_ROW]
     c[P_BLACK], c[P_WHITE], c[P_KINGS] = make(f[P_BLACK], f[P_WHITE], f[P_KINGS], btm, moves[ply, row, F_FROM],
                                               moves[ply, row, F_TO], moves[ply, row, F_CAPTURED])
-    if is_distilled(evaluation):
-        dk.update(f[P_BLACK], f[P_WHITE], f[P_KINGS], c[P_BLACK], c[P_WHITE], c[P_KINGS], evaluation[1], work[1][ply],
-                  work[1][ply + 1])
+    enter_child(ply, f[P_BLACK], f[P_WHITE], f[P_KINGS], c[P_BLACK], c[P_WHITE], c[P_KINGS], evaluation, work)
     if reduction > 0 and (popcount(c[P_KINGS]) > popcount(f[P_KINGS])
                           or can_capture(c[P_BLACK], c[P_WHITE], c[P_KINGS], not btm)):
         reduction = 0
@@ -360,6 +344,7 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
     the order to try them after the hash move. root_draws[row] != 0: that root move repeats a position of
     the game and scores as a draw, unsearched (the game's history is the root's alone: inside the tree a
     position's value stays independent of its path, and the root, whose value then is not, is not stored).
+    evaluation and work: an evaluation of zero.alphabeta.evaluations and its work arrays.
 
     Returns (score for the side to move, the best root move's row or -1, complete). A search stopped early
     returns the best of the root moves it finished (row -1 when none).
@@ -377,8 +362,7 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
     f[P_BLACK], f[P_WHITE], f[P_KINGS], f[P_DEPTH] = black, white, kings, depth
     f[P_ALPHA], f[P_BETA] = -INFINITY, INFINITY
     f[P_EXTENDED] = 0
-    if is_distilled(evaluation):
-        dk.refresh(black, white, kings, evaluation[1], evaluation[2], work[1][0])
+    enter_root(black, white, kings, evaluation, work)
     ply = 0
     value = 0
     step = _ENTER
@@ -437,26 +421,6 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
                 value = _leave(ply, btm, frames, tt, counters)
             else:
                 step = _NEXT
-
-
-def evaluation_arrays(classical_weights: np.ndarray | None = None, distilled: tuple | None = None) -> tuple:
-    """The evaluation tuple of the kernels (module doc): the classical weights, or the distilled network's arrays
-    (zero.distilled.model.DistilledEval.arrays)."""
-    if (classical_weights is None) == (distilled is None):
-        raise ValueError("an evaluation is the classical weights or the distilled network, one of them")
-    if distilled is None:
-        return (np.asarray(classical_weights, np.int64), np.zeros((0, 1), np.int16), np.zeros(1, np.int16),
-                *(np.zeros((1, 1, 1), np.float32), np.zeros((1, 1), np.float32)) * 3)
-    return (np.zeros(N_FEATURES, np.int64), *distilled)
-
-
-def new_work(evaluation: tuple) -> tuple:
-    """The evaluation's work arrays: the classical features' scratch, the distilled network's accumulators
-    (one pair a ply) and its layers' activations."""
-    w1, w2, w3 = evaluation[1], evaluation[3], evaluation[5]
-    return (np.zeros(N_FEATURES, np.int64), np.zeros((MAX_PLY, 2, w1.shape[1]), np.int16),
-            np.zeros(2 * w1.shape[1], np.float32), np.zeros(w2.shape[1], np.float32), np.zeros(w3.shape[1], np.float32),
-            np.zeros(1, np.float32))
 
 
 def new_state(tt_bits: int) -> dict[str, np.ndarray]:

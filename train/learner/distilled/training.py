@@ -1,8 +1,8 @@
-"""Training the distilled evaluation (zero.distilled) on its labels (train.learner.distilled_labels).
+"""Training the distilled evaluation (zero.distilled) on its labels (train.learner.distilled.labels).
 
 The target is the side to move's expected score: the teacher's W + D/2, blended with the game's result where
 the position is an expert game's (`result_weight` of it) and with sigmoid(score) of a search of the position
-where one scored it (`searched_weight` of it: train.learner.distilled_searched, the evaluation learning what a
+where one scored it (`searched_weight` of it: train.learner.distilled.searched, the evaluation learning what a
 search below it sees), and the database's exact value instead wherever the database holds the position. The
 loss is the cross-entropy of sigmoid(logit) against that target. Labels of the dataset's train split are learnt
 (those with more pieces than `database_pieces`: the positions a player's database answers it never evaluates);
@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from train.learner.distilled_labels import NO_RESULT, DistilledLabelError
-from train.learner.distilled_searched import NO_SEARCH
+from train.learner.distilled.labels import NO_RESULT, DistilledLabelError
+from train.learner.distilled.searched import NO_SEARCH
 from train.learner.pretrain_dataset import SPLITS
 from zero.distilled.model import DistilledEval, DistilledShape, random_eval, save_eval
 from zero.distilled.network import DistilledNet, batch_inputs

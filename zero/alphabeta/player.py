@@ -1,23 +1,25 @@
-"""The alpha-beta player: the search of zero.yardsticks.alphabeta_search with one of its two evaluations, the
-classical one (zero.yardsticks.classical.ClassicalPlayer, a yardstick) or the distilled network
-(zero.distilled), to a fixed depth or on the clock."""
+"""The alpha-beta player: the search of zero.alphabeta.search with one of its evaluations
+(zero.alphabeta.evaluations), the classical one (zero.yardsticks.classical.ClassicalPlayer, a yardstick) or the
+distilled network (zero.distilled), to a fixed depth or on the clock."""
 
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
+from zero.alphabeta import search as ab
+from zero.alphabeta.evaluations import DistilledEvaluation, new_work
 from zero.corpus.opening_book import OpeningBook
 from zero.distilled.kernels import SCORE_UNITS
 from zero.distilled.model import DistilledEval, load_eval as load_distilled
 from zero.endgames.egdb import Egdb, no_tables
 from zero.rules.game import Game, Move, Position
+from zero.rules.player import MAX_TIMED_DEPTH, SearchingPlayer, player_rng
 from zero.run.config import check_settings, setting
-from zero.yardsticks import alphabeta_search as ab
-from zero.yardsticks.players import MAX_TIMED_DEPTH, SearchingPlayer, player_rng
 
 _UNLIMITED_NODES = 1 << 62
 
@@ -33,7 +35,7 @@ def repetitions(game: Game, legal: list[Move]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Selectivity:
-    """What the search prunes beyond alpha-beta (zero.yardsticks.alphabeta_search). Off (`Selectivity.none()`),
+    """What the search prunes beyond alpha-beta (zero.alphabeta.search). Off (`Selectivity.none()`),
     a fixed-depth search returns exactly the fixed-depth minimax score, as the calibrated classical yardstick
     and the tests need; on, it looks deeper in the same time and its score is no longer that minimax."""
 
@@ -41,7 +43,7 @@ class Selectivity:
     reduce_after: int = setting(2, low=1, high=64)  # moves of a node searched at full depth before reducing
     deeper_cuts: bool = True  # a table entry searched deeper than asked cuts too (else only at its own depth)
     # A leaf whose side to move is threatened with a capture is searched a ply deeper (at most
-    # alphabeta_search.MOST_EXTENSIONS times a line): a static evaluation cannot see whether the threat is met.
+    # search.MOST_EXTENSIONS times a line): a static evaluation cannot see whether the threat is met.
     # Off: on, it played level at equal time (+5, -9 .. +18, 288 games at 0.1 s; benchmarks/RESULTS.md).
     threat_extensions: bool = False
 
@@ -54,9 +56,9 @@ class Selectivity:
 
 
 class AlphaBetaSearchPlayer(SearchingPlayer):
-    """The alpha-beta search as a player, with one of its two evaluations (the classical weights or the
-    distilled network's arrays): to a fixed depth or on the clock (`seconds` a move), always by iterative
-    deepening, each iteration searching the previous one's best move first (from the table).
+    """The alpha-beta search as a player, with one of its evaluations (zero.alphabeta.evaluations): to a fixed
+    depth or on the clock (`seconds` a move), always by iterative deepening, each iteration searching the
+    previous one's best move first (from the table).
 
     Ties between root moves are broken at random (seeded, reseeded by `reset` as the match runner does).
     A fixed-depth player starts every search with an empty table (a new generation of its entries), so its
@@ -72,13 +74,13 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
     selectivity: reductions and deeper table cuts (Selectivity; none unless given).
     """
 
-    def __init__(self, kind: str, classical_weights: np.ndarray | None, distilled: tuple | None,
-                 depth: int | None = None, seed: int = 0, seconds: float | None = None, egdb: Egdb | None = None,
-                 tt_bits: int = 18, use_tt: bool = True, use_ordering: bool = True,
-                 book: OpeningBook | None = None, selectivity: Selectivity | None = None) -> None:
-        """kind: the player's name before its depth or time ("classical", "distilled"); classical_weights or
-        distilled (zero.distilled.model.DistilledEval.arrays): its evaluation, one of the two. book: where it
-        has the position, its move is played at once."""
+    def __init__(self, kind: str, evaluation: NamedTuple, depth: int | None = None, seed: int = 0,
+                 seconds: float | None = None, egdb: Egdb | None = None, tt_bits: int = 18, use_tt: bool = True,
+                 use_ordering: bool = True, book: OpeningBook | None = None,
+                 selectivity: Selectivity | None = None) -> None:
+        """kind: the player's name before its depth or time ("classical", "distilled"); evaluation: what its
+        search scores the quiet leaves with (ClassicalEvaluation, DistilledEvaluation). book: where it has the
+        position, its move is played at once."""
         if (depth is None) == (seconds is None):
             raise ValueError(f"the {kind} player takes a depth or a time per move, not both")
         if depth is not None and not 1 <= depth <= ab.MAX_DEPTH:
@@ -89,8 +91,8 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
         self.depth = depth
         self.seconds = seconds
         self.seed = seed
-        self._evaluation = ab.evaluation_arrays(classical_weights, distilled)
-        self._work = ab.new_work(self._evaluation)
+        self._evaluation = evaluation
+        self._work = new_work(evaluation, ab.MAX_PLY)
         self.egdb = egdb
         self.book = book
         self._tables = egdb.tables if egdb is not None else no_tables()
@@ -193,8 +195,8 @@ class DistilledPlayer(AlphaBetaSearchPlayer):
                  use_tt: bool = True, use_ordering: bool = True, book: OpeningBook | None = None,
                  selectivity: Selectivity | None = None) -> None:
         evaluation = evaluation if evaluation is not None else load_distilled()
-        super().__init__("distilled", None, evaluation.arrays, depth, seed, seconds, egdb, tt_bits, use_tt,
-                         use_ordering, book, selectivity if selectivity is not None else Selectivity())
+        super().__init__("distilled", DistilledEvaluation(*evaluation.arrays), depth, seed, seconds, egdb, tt_bits,
+                         use_tt, use_ordering, book, selectivity if selectivity is not None else Selectivity())
         self.evaluation = evaluation
 
     def expected_score(self, pos: Position) -> float:

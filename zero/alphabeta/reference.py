@@ -1,4 +1,4 @@
-"""Plain-Python twin of zero.yardsticks.classical_kernels and zero.yardsticks.alphabeta_search, for tests: every
+"""Plain-Python twin of zero.alphabeta.classical_kernels and zero.alphabeta.search, for tests: every
 feature by its definition, square by square on (row, column) coordinates, and a full-width minimax over any
 evaluation (no pruning, no table, no ordering), with the search's leaf rules (see its module doc).
 tests/test_classical.py and tests/test_alphabeta.py hold the kernels equal to it.
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from zero.alphabeta.classical_kernels import END_FEATURES, FEATURES, FULL_BOARD
+from zero.alphabeta.search import WIN_SCORE
 from zero.endgames.egdb import DRAW, UNKNOWN, WIN, Egdb
 from zero.rules.bitboard import square_rc
 from zero.rules.game import Position
-from zero.yardsticks.alphabeta_search import WIN_SCORE
-from zero.yardsticks.classical_kernels import END_FEATURES, FEATURES, FULL_BOARD
 
 Square = tuple[int, int]  # (row, column) in a side's own frame: its men move towards row 7
 

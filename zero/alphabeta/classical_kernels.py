@@ -1,7 +1,8 @@
 """The classical evaluation's numba kernels, on plain integers and arrays: its features and their weighted sum,
-one of the two evaluations the alpha-beta search (zero.yardsticks.alphabeta_search) scores its leaves with.
+one of the evaluations the alpha-beta search (zero.alphabeta.search) scores its leaves with
+(zero.alphabeta.evaluations.ClassicalEvaluation).
 
-zero.yardsticks.classical is their Python face (the weights file); zero.yardsticks.classical_reference is their
+zero.yardsticks.classical is their Python face (the weights file); zero.alphabeta.reference is their
 plain-Python twin (the same features by their definitions), and tests/test_classical.py holds the two equal.
 
 Features. Each is computed for a side in its own frame (the board turned round for White, so that every
