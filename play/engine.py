@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the searches (numba kernels) are imported only when an engi
     from zero.corpus.opening_book import OpeningBook
     from zero.distilled.model import DistilledEval
     from zero.endgames.egdb import Egdb
-    from zero.yardsticks.alphabeta_player import DistilledPlayer
+    from zero.alphabeta.player import DistilledPlayer
 
 
 class EngineError(RuntimeError):
@@ -379,7 +379,7 @@ class MctsEngine(Engine):
 
 
 class AlphaBetaEngine(Engine):
-    """The default player: the alpha-beta search over a distilled evaluation (zero.yardsticks.alphabeta_player.
+    """The default player: the alpha-beta search over a distilled evaluation (zero.alphabeta.player.
     DistilledPlayer, selective as in the matches), to a depth or for a time a move; its table is kept from
     move to move. Its analysis is the move it found, the score behind it (as win/draw/loss: score_wdl), its
     principal variation, the depth it completed and the nodes it visited."""
@@ -421,7 +421,7 @@ class AlphaBetaEngine(Engine):
         return analysis.moves[0].move, analysis
 
     def _searcher(self) -> DistilledPlayer:
-        from zero.yardsticks.alphabeta_player import DistilledPlayer
+        from zero.alphabeta.player import DistilledPlayer
 
         if self._player is None:
             # On the clock, so that its table is kept between moves; each search sets its own budget.
@@ -431,7 +431,7 @@ class AlphaBetaEngine(Engine):
     def _search(self, game: Game, budget: Budget) -> Analysis:
         from selfplay.tree_search.analysis import Analysis, MoveStats, Proven
         from zero.distilled.kernels import SCORE_UNITS
-        from zero.yardsticks.alphabeta_search import MAX_DEPTH, WIN_SCORE, WIN_THRESHOLD
+        from zero.alphabeta.search import MAX_DEPTH, WIN_SCORE, WIN_THRESHOLD
 
         if budget.depth is not None and budget.depth > MAX_DEPTH:
             raise EngineError(f"the depth must be at most {MAX_DEPTH} plies, not {budget.depth}")

@@ -47,7 +47,7 @@ def test_the_default_player_is_the_one_every_front_end_plays():
     # database, the opening book. Only the budget differs (the front ends' levels, --depth and --time).
     from play.engine import DEFAULT_KIND, AlphaBetaEngine
     from selfplay.tree_search.time_manager import GameClock
-    from zero.yardsticks.alphabeta_player import DistilledPlayer, Selectivity
+    from zero.alphabeta.player import DistilledPlayer, Selectivity
 
     player, engine = make_player("default"), Engine.load()
     assert isinstance(engine, AlphaBetaEngine) and engine.kind == DEFAULT_KIND
