@@ -4,7 +4,11 @@ signature, a digest of every position's move, score and node count, must match b
 depth the player on the clock reaches.
 
     python benchmarks/alphabeta_speed.py [--eval checkpoints/distilled.npz] [--depth 11] [--seconds 0.1]
-        [--every 12] [--repeat 3] [--db]
+        [--every 12] [--repeat 3] [--db] [--set aspiration=40 --set countermoves=true]
+
+--set changes the player's Selectivity (zero.alphabeta.player): a setting that changes only the order or the
+root's window keeps the minimax score with the rest of the selectivity off, and its nodes to a fixed depth are
+then a measure of its gain that no load on the machine changes.
 
 Positions: players_bench's (ballot openings, then 10, 20 and 30 plies of a seeded game). To compare two
 versions of the code, run this script in turn with PYTHONPATH set to each checkout (a `git worktree` of the
@@ -26,16 +30,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from players_bench import bench_positions, searches_on_the_clock  # noqa: E402
 
-from zero.alphabeta.player import DistilledPlayer  # noqa: E402
+from zero.alphabeta.player import DistilledPlayer, Selectivity  # noqa: E402
 from zero.distilled.model import load_eval  # noqa: E402
+from zero.run.config import with_overrides  # noqa: E402
 
 
-def fixed_depth(evaluation, games, depth: int, repeat: int, egdb=None) -> None:
+def fixed_depth(evaluation, games, depth: int, repeat: int, egdb=None, selectivity: Selectivity = Selectivity()) -> None:
     DistilledPlayer(depth=1, evaluation=evaluation, egdb=egdb).search(games[0])  # compile (or load from numba's cache)
     best, nodes, digest = float("inf"), 0, ""
     for _ in range(repeat):
         # A new player each pass: the history heuristic's table carries over from one search to the next.
-        player = DistilledPlayer(depth=depth, evaluation=evaluation, seed=1, egdb=egdb)
+        player = DistilledPlayer(depth=depth, evaluation=evaluation, seed=1, egdb=egdb, selectivity=selectivity)
         signature = hashlib.sha256()
         seconds, nodes = 0.0, 0
         for game in games:
@@ -50,9 +55,9 @@ def fixed_depth(evaluation, games, depth: int, repeat: int, egdb=None) -> None:
           f"signature {digest}")
 
 
-def on_the_clock(evaluation, games, seconds: float, egdb=None) -> None:
-    rate, depths = searches_on_the_clock(DistilledPlayer(seconds=seconds, evaluation=evaluation, seed=1, egdb=egdb),
-                                         games)
+def on_the_clock(evaluation, games, seconds: float, egdb=None, selectivity: Selectivity = Selectivity()) -> None:
+    rate, depths = searches_on_the_clock(DistilledPlayer(seconds=seconds, evaluation=evaluation, seed=1, egdb=egdb,
+                                                         selectivity=selectivity), games)
     print(f"{seconds:g} s a move: depth {statistics.mean(depths):.2f} on average (min {min(depths)}, "
           f"max {max(depths)}), {rate:,.0f} nodes/s")
 
@@ -66,7 +71,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="time the fixed-depth pass this many times, keep the best")
     parser.add_argument("--db", action="store_true",
                         help="with the largest endgame database built as exact leaves, as the players' :db")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Selectivity setting of the player (repeatable), e.g. --set aspiration=40")
     args = parser.parse_args()
+    selectivity = with_overrides(Selectivity(), args.set)
     evaluation = load_eval(args.eval)
     egdb = None
     if args.db:
@@ -75,10 +83,10 @@ def main() -> None:
         egdb = largest_available()
     games = bench_positions(args.every)
     database = f"the {egdb.max_pieces}-piece database" if egdb is not None else "no database"
-    print(f"{len(games)} positions, {database}; load average {os.getloadavg()[0]:.2f}")
-    fixed_depth(evaluation, games, args.depth, args.repeat, egdb)
+    print(f"{len(games)} positions, {database}, {selectivity}; load average {os.getloadavg()[0]:.2f}")
+    fixed_depth(evaluation, games, args.depth, args.repeat, egdb, selectivity)
     if args.seconds:
-        on_the_clock(evaluation, games, args.seconds, egdb)
+        on_the_clock(evaluation, games, args.seconds, egdb, selectivity)
 
 
 if __name__ == "__main__":

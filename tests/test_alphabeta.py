@@ -133,6 +133,40 @@ def test_table_and_ordering_change_only_the_speed(evaluation, seed, plies, depth
     assert len(scores) == 1
 
 
+ASPIRATION_AND_COUNTERMOVES = [Selectivity(reductions=0, deeper_cuts=False, aspiration=width, countermoves=counter)
+                               for width in (0, 1, 40) for counter in (False, True)]
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10**6), plies=st.integers(0, 80), depth=st.integers(5, 7))
+def test_aspiration_windows_and_counter_moves_change_only_the_speed(seed, plies, depth):
+    # A window one unit wide makes nearly every iteration fail low or high and be searched again: the score
+    # is still the plain search's (the minimax's, which test_the_search_equals_... hold it to).
+    pos = random_position(seed, plies)
+    if not pos.legal_moves():
+        return
+    scores = {distilled_player(depth, selectivity, seed=seed).search(pos)[1]
+              for selectivity in ASPIRATION_AND_COUNTERMOVES}
+    assert len(scores) == 1
+
+
+def test_an_iteration_that_fails_low_and_runs_out_of_nodes_names_no_move():
+    """An aspiration window above the true score makes every root move fail low; stopped before the search
+    again, the iteration has no move it knows best (the player keeps the last iteration's); given the nodes,
+    it finds the true score below the window."""
+    pos = fen_to_position("B:W18,K26,31:B9,K14,22")
+    player = distilled_player(6, Selectivity(reductions=0, deeper_cuts=False, aspiration=1))
+    order = np.arange(len(pos.legal_moves()), dtype=np.int64)
+    draws = np.zeros(len(order), dtype=np.int64)
+    true = ref.minimax(pos, 6, distilled_leaf)
+    budgets = iter([1 << 40, None])  # the window's search completes; no time is left for the second
+    assert player._deepening(pos, 6, order, draws, true + 1_000, lambda: next(budgets)) == (0, -1, False)
+    score, row, complete = player._deepening(pos, 6, order, draws, true + 1_000, lambda: 1 << 40)
+    assert (score, complete) == (true, True) and row >= 0
+    score, row, complete = player._deepening(pos, 6, order, draws, true - 1_000, lambda: 1 << 40)  # fails high
+    assert (score, complete) == (true, True) and row >= 0
+
+
 @pytest.mark.parametrize("fen", ["W:WK10,K19:BK14,23", "B:W21,K30:BK6,K27", "B:W18,K26:B9,K14"])
 def test_database_positions_are_exact_leaves_of_the_distilled_search(fen):
     egdb = ensure_built(4)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -22,6 +23,9 @@ from zero.rules.player import MAX_TIMED_DEPTH, SearchingPlayer, player_rng
 from zero.run.config import check_settings, setting
 
 _UNLIMITED_NODES = 1 << 62
+# The first depth an aspiration window narrows (Selectivity.aspiration): shallower iterations cost too little
+# for a re-search to be saved, and their scores swing from one ply to the next.
+ASPIRATION_DEPTH = 5
 
 
 def repetitions(game: Game, legal: list[Move]) -> np.ndarray:
@@ -46,13 +50,24 @@ class Selectivity:
     # search.MOST_EXTENSIONS times a line): a static evaluation cannot see whether the threat is met.
     # Off: on, it played level at equal time (+5, -9 .. +18, 288 games at 0.1 s; benchmarks/RESULTS.md).
     threat_extensions: bool = False
+    # Each iteration from ASPIRATION_DEPTH searches a window this wide (in the evaluation's units: thousandths of
+    # a logit for the distilled one) either side of the last iteration's score, widened to the full window on
+    # the side a score falls out of (0: the full window always). Exact either way: a bound is searched again.
+    # Off: every width searched as many nodes to depth 12 or more (40: +27 %, 200: +3 %, 400: +2 %, 800: -2 %;
+    # benchmarks/alphabeta_speed.py's 48 positions): the root's null windows already narrow it, and the score
+    # swings from one ply to the next.
+    aspiration: int = setting(0, low=0, high=100_000)
+    # A quiet move that refuted the opponent's move is tried after the killers the next time that move is met.
+    # Exact either way: it changes the order, not the minimax score. Off: level (+6 % nodes to depth 12, -1 %
+    # to depth 10 without reductions).
+    countermoves: bool = False
 
     def __post_init__(self) -> None:
         check_settings(self)
 
     @classmethod
     def none(cls) -> "Selectivity":
-        return cls(reductions=0, deeper_cuts=False)
+        return cls(reductions=0, deeper_cuts=False, aspiration=0, countermoves=False)
 
 
 class AlphaBetaSearchPlayer(SearchingPlayer):
@@ -107,6 +122,7 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
         counters[ab.C_REDUCE_AFTER] = self.selectivity.reduce_after
         counters[ab.C_DEEPER_CUTS] = int(self.selectivity.deeper_cuts)
         counters[ab.C_THREAT_EXTENSIONS] = int(self.selectivity.threat_extensions)
+        counters[ab.C_COUNTERMOVES] = int(self.selectivity.countermoves)
         self.last_score: int | None = None  # of the last searched move, for the side that moved
         self.last_nodes = 0
         self.last_depth = 0  # depth of the iteration the last move came from
@@ -120,16 +136,45 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
         self._rng = player_rng(self.seed, seed)
 
     def _iteration(self, pos: Position, depth: int, order: np.ndarray, max_nodes: int,
-                   draws: np.ndarray | None = None) -> tuple[int, int, bool]:
+                   draws: np.ndarray | None = None, window: tuple[int, int] = (-ab.INFINITY, ab.INFINITY),
+                   ) -> tuple[int, int, bool]:
+        """One iteration of search_root within `window` at the root and `max_nodes` more nodes."""
         s = self._state
-        s["counters"][ab.C_MAX_NODES] = min(s["counters"][ab.C_NODES] + max_nodes, _UNLIMITED_NODES)
+        counters = s["counters"]
+        counters[ab.C_MAX_NODES] = min(counters[ab.C_NODES] + max_nodes, _UNLIMITED_NODES)
+        counters[ab.C_ROOT_ALPHA], counters[ab.C_ROOT_BETA] = window
         if draws is None:
             draws = np.zeros(len(order), dtype=np.int64)
         score, row, complete = ab.search_root(
             pos.black, pos.white, pos.kings, pos.black_to_move, depth, order, draws, s["frames"], s["moves"],
-            s["order"], s["rows"], s["tt"], s["killers"], s["history"], s["counters"], self._evaluation,
-            self._work, self._tables)
+            s["order"], s["rows"], s["tt"], s["killers"], s["history"], s["countermoves"], counters,
+            self._evaluation, self._work, self._tables)
         return int(score), int(row), bool(complete)
+
+    def _deepening(self, pos: Position, depth: int, order: np.ndarray, draws: np.ndarray, last: int | None,
+                   node_budget: Callable[[], int | None]) -> tuple[int, int, bool]:
+        """The iteration to `depth` (search_root), within an aspiration window around `last` (the previous
+        iteration's score) when the selectivity asks for one, searched again with the failing side opened until
+        the score falls inside. Returns (score, row, complete) as search_root; a row only where it is known
+        better than the window's floor (an incomplete search's row that failed low is -1). node_budget(): the
+        nodes the next search may visit, None when the time is up."""
+        width = self.selectivity.aspiration
+        alpha, beta = -ab.INFINITY, ab.INFINITY
+        if width and depth >= ASPIRATION_DEPTH and last is not None and abs(last) < ab.WIN_THRESHOLD:
+            alpha, beta = last - width, last + width
+        while True:
+            budget = node_budget()
+            if budget is None:
+                return 0, -1, False
+            score, row, complete = self._iteration(pos, depth, order, budget, draws, (alpha, beta))
+            if score <= alpha:  # every root move failed low: its row is not known best
+                if not complete:
+                    return score, -1, False
+                alpha = -ab.INFINITY
+            elif score >= beta and complete:  # a move beat the window: its score is a bound
+                beta = ab.INFINITY
+            else:
+                return score, row, complete
 
     def search(self, game: Game | Position) -> tuple[Move, int, int]:
         """(best move, its score for the side to move, nodes visited). Given a Game, a move back to a position
@@ -144,6 +189,7 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
         counters = s["counters"]
         counters[ab.C_NODES] = 0
         s["killers"].fill(-1)
+        s["countermoves"].fill(-1)
         s["history"] >>= 1
         if self.seconds is None:
             counters[ab.C_GENERATION] += 1  # an empty table: the move depends on the position and seed alone
@@ -151,16 +197,20 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
         start = time.perf_counter()
         deadline = start + (self.seconds or 0.0)
         best_row, best_score = -1, 0
+
+        def node_budget() -> int | None:
+            if self.seconds is None or best_row < 0:
+                return _UNLIMITED_NODES
+            # The first iteration always finishes, so that there is a move; later ones stop on the node budget
+            # the time left buys at the rate measured so far.
+            now = time.perf_counter()
+            if now >= deadline:
+                return None
+            return max(1, int((deadline - now) * counters[ab.C_NODES] / max(now - start, 1e-6)))
+
         for depth in range(1, (self.depth or MAX_TIMED_DEPTH) + 1):
-            budget = _UNLIMITED_NODES
-            if self.seconds is not None and best_row >= 0:
-                # The first iteration always finishes, so that there is a move; later ones stop on the node
-                # budget the time left buys at the rate measured so far.
-                now = time.perf_counter()
-                if now >= deadline:
-                    break
-                budget = max(1, int((deadline - now) * counters[ab.C_NODES] / max(now - start, 1e-6)))
-            score, row, complete = self._iteration(pos, depth, order, budget, draws)
+            score, row, complete = self._deepening(pos, depth, order, draws, best_score if best_row >= 0 else None,
+                                                   node_budget)
             if row >= 0:
                 best_row, best_score, self.last_depth = row, score, depth
             if self.seconds is not None and (not complete or abs(best_score) > ab.WIN_THRESHOLD):

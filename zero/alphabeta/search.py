@@ -84,7 +84,10 @@ EXACT, LOWER, UPPER = 0, 1, 2
 # The counters and settings of one search (an int64 array the caller owns).
 C_NODES, C_MAX_NODES, C_ABORTED, C_ROOT_ROW, C_ROOT_SCORE, C_GENERATION, C_USE_TT, C_USE_ORDERING = range(8)
 C_TT_CUTS, C_DB_HITS, C_REDUCTIONS, C_REDUCE_AFTER, C_DEEPER_CUTS, C_THREAT_EXTENSIONS = 8, 9, 10, 11, 12, 13
-COUNTERS = 14
+# The root's window (an aspiration window: the caller re-searches a score that falls outside it), and whether a
+# quiet move that refuted the opponent's last move is tried early after that move again (counter-moves).
+C_ROOT_ALPHA, C_ROOT_BETA, C_COUNTERMOVES = 14, 15, 16
+COUNTERS = 17
 # Plies a line may be extended for threats (C_THREAT_EXTENSIONS): the stack holds the depth, the captures the
 # pieces allow, and these.
 MOST_EXTENSIONS = 2
@@ -92,6 +95,7 @@ MOST_EXTENSIONS = 2
 _HASH_ORDER = 1 << 50
 _CAPTURE_ORDER = 1 << 40
 _KILLER_ORDER = 1 << 30
+_COUNTER_ORDER = 1 << 29
 
 
 @njit(cache=True, inline="always")
@@ -165,8 +169,8 @@ def _quiet_value(black, white, kings, btm, ply, counters, evaluation, work, tabl
 
 
 @njit(cache=True, inline="always")
-def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, history, counters, evaluation, work,
-           tables):
+def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, history, countermoves, counters, evaluation,
+           work, tables):
     """Open the node in frames[ply] (position, depth, window set by its parent). Returns (True, its score)
     when the node is settled at once (no move, a database position, a quiet leaf, a table cut), else
     (False, 0) with its moves generated and their ordering keys set."""
@@ -218,8 +222,8 @@ def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, histor
                     counters[C_TT_CUTS] += 1
                     return True, stored
 
-    # Ordering keys: the hash move, then captures by pieces taken, then the killers, then history; the root
-    # keeps root_order after its hash move.
+    # Ordering keys: the hash move, then captures by pieces taken, then the killers, then the counter-move to
+    # the move that led here, then history; the root keeps root_order after its hash move.
     side = 0 if btm else 1
     keys = order[ply]
     seq = rows[ply]
@@ -230,6 +234,7 @@ def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, histor
         for rank in range(n):
             keys[root_order[rank]] = -rank
     elif counters[C_USE_ORDERING] != 0:
+        counter = _counter_move(ply, side, frames, moves, countermoves, counters)
         for i in range(n):
             frm = buf[i, F_FROM]
             to = buf[i, F_TO]
@@ -240,6 +245,8 @@ def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, histor
                 key += 2 * _KILLER_ORDER
             elif frm * 32 + to == killers[ply, 1]:
                 key += _KILLER_ORDER
+            elif frm * 32 + to == counter:
+                key += _COUNTER_ORDER
             keys[i] = key
     if hash_row >= 0:
         keys[hash_row] = _HASH_ORDER
@@ -290,7 +297,23 @@ def _reduction(ply, k, frames, order, rows, counters):
 
 
 @njit(cache=True, inline="always")
-def _child_done(ply, btm, score, frames, moves, killers, history, counters):
+def _last_move(ply, frames, moves):
+    """The move that led to the node at ply (> 0), as from * 32 + to."""
+    row = frames[ply - 1, P_ROW]
+    return moves[ply - 1, row, F_FROM] * 32 + moves[ply - 1, row, F_TO]
+
+
+@njit(cache=True, inline="always")
+def _counter_move(ply, side, frames, moves, countermoves, counters):
+    """The quiet move (from * 32 + to) of `side` that last refuted the move leading to the node at ply; -1 for
+    none, at the root (whose last move was the game's) and with counter-moves off."""
+    if counters[C_COUNTERMOVES] == 0 or ply == 0:
+        return -1
+    return countermoves[side, _last_move(ply, frames, moves)]
+
+
+@njit(cache=True, inline="always")
+def _child_done(ply, btm, score, frames, moves, killers, history, countermoves, counters):
     """Take the score of the child just searched into the node at ply; True when the node is cut off."""
     f = frames[ply]
     row = f[P_ROW]
@@ -311,6 +334,8 @@ def _child_done(ply, btm, score, frames, moves, killers, history, counters):
                         killers[ply, 0] = frm * 32 + to
                     depth = f[P_DEPTH]
                     history[0 if btm else 1, frm, to] += depth * depth if depth > 0 else 1
+                    if ply > 0:
+                        countermoves[0 if btm else 1, _last_move(ply, frames, moves)] = frm * 32 + to
                 return True
     return False
 
@@ -333,14 +358,17 @@ def _leave(ply, btm, frames, tt, counters):
 
 @njit(cache=True, _nrt=False)
 def search_root(black, white, kings, black_to_move, depth, root_order, root_draws, frames, moves, order, rows, tt,
-                killers, history, counters, evaluation, work, tables):
+                killers, history, countermoves, counters, evaluation, work, tables):
     """One iteration: the score of the position to `depth` (module doc) by fail-soft principal-variation
-    alpha-beta with a full window at the root, stopping once counters[C_NODES] reaches counters[C_MAX_NODES].
+    alpha-beta with the window (counters[C_ROOT_ALPHA], counters[C_ROOT_BETA]) at the root (a score at or
+    outside it is a bound: the caller searches again with a wider window), stopping once counters[C_NODES]
+    reaches counters[C_MAX_NODES].
 
     frames (MAX_PLY, FRAME_FIELDS): the explicit stack (see the module doc). moves (MAX_PLY, BUFFER_ROWS, MOVE_FIELDS), order and rows
     (MAX_PLY, MAX_MOVES): each ply's moves, their ordering keys and the order they are searched in. tt
     (size: a power of two, TT_FIELDS), killers (MAX_PLY, 2) as from * 32 + to, history (2, 32, 32),
-    counters (COUNTERS): the search's state. root_order: the root's moves (rows of generate()'s order) in
+    countermoves (2, 32 * 32): a side's refutation (from * 32 + to) of the move before it, counters (COUNTERS):
+    the search's state. root_order: the root's moves (rows of generate()'s order) in
     the order to try them after the hash move. root_draws[row] != 0: that root move repeats a position of
     the game and scores as a draw, unsearched (the game's history is the root's alone: inside the tree a
     position's value stays independent of its path, and the root, whose value then is not, is not stored).
@@ -360,7 +388,7 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
     counters[C_ROOT_SCORE] = -INFINITY
     f = frames[0]
     f[P_BLACK], f[P_WHITE], f[P_KINGS], f[P_DEPTH] = black, white, kings, depth
-    f[P_ALPHA], f[P_BETA] = -INFINITY, INFINITY
+    f[P_ALPHA], f[P_BETA] = counters[C_ROOT_ALPHA], counters[C_ROOT_BETA]
     f[P_EXTENDED] = 0
     enter_root(black, white, kings, evaluation, work)
     ply = 0
@@ -370,7 +398,7 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
         btm = black_to_move if ply % 2 == 0 else not black_to_move
         if step == _ENTER:
             settled, value = _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, history,
-                                    counters, evaluation, work, tables)
+                                    countermoves, counters, evaluation, work, tables)
             step = _RETURN if settled else _NEXT
             if ply == 0 and not settled:
                 for row in range(frames[0, P_COUNT]):
@@ -391,7 +419,9 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
                 f[P_ROW] = seq[k]
                 f[P_NEXT] = k + 1
                 if ply == 0 and root_draws[seq[k]]:
-                    _child_done(0, btm, 0, frames, moves, killers, history, counters)  # (no cut: beta is infinite)
+                    if _child_done(0, btm, 0, frames, moves, killers, history, countermoves, counters):
+                        value = _leave(0, btm, frames, tt, counters)  # a draw at or above the root's beta
+                        step = _RETURN
                 else:
                     _open_child(ply, btm, frames, moves, k == 0, _reduction(ply, k, frames, order, rows, counters),
                                 evaluation, work)
@@ -417,7 +447,7 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
                 _open_child(ply, btm, frames, moves, True, 0, evaluation, work)  # the null window failed high: search it again
                 ply += 1
                 step = _ENTER
-            elif _child_done(ply, btm, score, frames, moves, killers, history, counters):
+            elif _child_done(ply, btm, score, frames, moves, killers, history, countermoves, counters):
                 value = _leave(ply, btm, frames, tt, counters)
             else:
                 step = _NEXT
@@ -433,6 +463,7 @@ def new_state(tt_bits: int) -> dict[str, np.ndarray]:
         "tt": np.zeros((1 << tt_bits, TT_FIELDS), dtype=np.int64),
         "killers": np.full((MAX_PLY, 2), -1, dtype=np.int64),
         "history": np.zeros((2, 32, 32), dtype=np.int64),
+        "countermoves": np.full((2, 32 * 32), -1, dtype=np.int64),
         "counters": np.zeros(COUNTERS, dtype=np.int64),
     }
 
