@@ -290,3 +290,26 @@ def test_a_candidate_of_another_size_learns_from_scratch_and_is_gated_on_the_clo
     assert load_eval(run.evaluation_candidate(0)).shape.accumulator == 16
     decisions = generation_decisions(run.root)
     assert [s["budget"] for s in decisions[0]["stages"]] == ["t0+0.01"]
+
+
+def test_the_confirmation_stage_asks_only_that_the_candidate_be_no_weaker(tmp_path, monkeypatch):
+    # The bullet stage proves a gain (H1 +40); at the match budget a candidate at +12 (-9 .. +33) after the
+    # whole ballot was rejected by that test, and no generation's gain accumulated (cycles 3 to 5).
+    import train.arena.generation_gate as gg
+
+    asked = []
+
+    def stage(run_dir, name, candidate, best, budget, config, report, stopping, sprt_config):
+        asked.append((budget, sprt_config))
+        return gg.StageResult(budget, "promote", 144, 12.0, -9.0, 33.0)
+
+    monkeypatch.setattr(gg, "play_stage", stage)
+    config = gg.GenerationGateConfig()
+    assert [r.decision for r in gg.gate(tmp_path, 0, tmp_path / "c.npz", tmp_path / "b.npz", config)] == ["promote"] * 2
+    assert [(budget, s.elo0, s.elo1) for budget, s in asked] == [("6", 0.0, 40.0), ("t0+0.1", -20.0, 10.0)]
+    confirm = gg.PairSprt(config.confirm_sprt)
+    for points in [1.0] * 130 + [1.5] * 10 + [0.5] * 4:  # about +7, undecided at the cap
+        confirm.add_pair(points)
+    bullet = gg.PairSprt(config.sprt)
+    bullet.pair_scores = list(confirm.pair_scores)
+    assert confirm.final_decision() == "promote" and bullet.final_decision() == "reject"

@@ -45,6 +45,11 @@ class GenerationGateConfig:
     round_openings: int = setting(24, low=1, high=10_000)  # openings a round, both colours each
     processes: int = setting(2, low=1, high=MOST_PROCESSES)
     sprt: SprtConfig = field(default_factory=SprtConfig)
+    # The confirmation asks only that the candidate be no weaker at the match budget (H0 -20, H1 +10, the pair
+    # cap's interval rule promoting above -20), the bullet stage having shown it stronger. Against H1 +40 there,
+    # the candidates of the loop's cycles 3 to 5, +33 to +58 at 6 plies, played -19, +5 and +12 at 0.1 s and
+    # were all rejected, so that no gain accumulated: each cycle trained again from generation 1.
+    confirm_sprt: SprtConfig = field(default_factory=lambda: SprtConfig(elo0=-20.0, elo1=10.0))
 
     def validate(self) -> None:
         check_settings(self)
@@ -103,17 +108,19 @@ def _append_round(path: Path, index: int, pairs: list[float]) -> None:
 
 
 def play_stage(run_dir: Path, name: str, candidate: Path, best: Path, budget: str, config: GenerationGateConfig,
-               report: Callable[[str], None] = print, stopping: Callable[[], bool] = lambda: False) -> StageResult:
-    """The candidate against the best at `budget` until the SPRT decides (or the ballot, up to the pair cap,
-    runs out: then the interval rule). `name` names the stage's journal (one per candidate and stage).
-    GatingInterrupted when `stopping()` says so before a round."""
+               report: Callable[[str], None] = print, stopping: Callable[[], bool] = lambda: False,
+               sprt_config: SprtConfig | None = None) -> StageResult:
+    """The candidate against the best at `budget` until the SPRT (`sprt_config`, by default config.sprt)
+    decides (or the ballot, up to the pair cap, runs out: then the interval rule). `name` names the stage's
+    journal (one per candidate and stage). GatingInterrupted when `stopping()` says so before a round."""
     from selfplay.actors.actor import load_ballot
 
+    sprt_config = sprt_config or config.sprt
     run = RunDir(run_dir)
-    openings = load_ballot(config.openings)[:config.sprt.max_pairs]
+    openings = load_ballot(config.openings)[:sprt_config.max_pairs]
     journal = run.match_journal(name)
     done = _read_rounds(journal)
-    sprt = PairSprt(config.sprt)
+    sprt = PairSprt(sprt_config)
     step = config.round_openings
     decision = None
     with contextlib.ExitStack() as stack:
@@ -151,11 +158,12 @@ def gate(run_dir: Path, cycle: int, candidate: Path, best: Path, config: Generat
     """Every stage of the gate of cycle `cycle`'s candidate, stopping at the first that rejects it."""
     config.validate()
     stages = []
-    for stage, budget in (("bullet", config.budget), ("confirm", config.confirm_budget)):
+    for stage, budget, sprt in (("bullet", config.budget, config.sprt),
+                                ("confirm", config.confirm_budget, config.confirm_sprt)):
         if not budget:
             continue
         result = play_stage(run_dir, f"generation-gate-{cycle:04d}-{stage}", candidate, best, budget, config,
-                            report, stopping)
+                            report, stopping, sprt)
         stages.append(result)
         if result.decision != "promote":
             break
