@@ -228,8 +228,8 @@ class Board:
         """The MCTS engine the live analyses search with, and the lock that serialises its searches."""
         with self._load_lock:
             if self._analysis_search is None:
-                engine = MctsEngine.load(self.network, endgame_database=self.engine.egdb is not None,
-                                         opening_book=False)
+                engine = MctsEngine.load(self.network, endgame_database=False, opening_book=False,
+                                         egdb=self.engine.egdb)
                 self._analysis_search = engine, threading.Lock()
             return self._analysis_search
 

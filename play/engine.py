@@ -66,9 +66,6 @@ class Level:
     def budget(self, kind: str) -> Budget:
         return Budget(depth=self.depth) if kind == ALPHABETA else Budget(simulations=self.simulations)
 
-    def measure(self, kind: str) -> str:
-        return f"{self.depth} plies" if kind == ALPHABETA else f"{self.simulations} sims"
-
 
 # The alpha-beta depths, on this project's 2-core machine: 2 and 6 plies in milliseconds, 12 about 0.03 s, 18
 # about a second (a mid-opening position); the matches' 0.1 s a move reaches about 15.
@@ -104,8 +101,8 @@ class Budget:
             raise EngineError(f"simulations must be at least 1, not {self.simulations}")
         if self.depth is not None and self.depth < 1:
             raise EngineError(f"the depth must be at least 1 ply, not {self.depth}")
-        if self.seconds is not None and not self.seconds > 0:
-            raise EngineError(f"the time per move must be positive, not {self.seconds}")
+        if self.seconds is not None and not 0 < self.seconds < math.inf:
+            raise EngineError(f"the time per move must be a positive number of seconds, not {self.seconds}")
 
     def __str__(self) -> str:
         if self.simulations is not None:
@@ -256,6 +253,11 @@ class Engine:
             raise EngineError(f"a network's MCTS engine searches simulations or a time, not a depth ({budget})")
         if self.kind == ALPHABETA and budget.simulations is not None:
             raise EngineError(f"the alpha-beta engine searches to a depth or for a time, not simulations ({budget})")
+        if self.kind == ALPHABETA and budget.depth is not None:
+            from zero.alphabeta.search import MAX_DEPTH
+
+            if budget.depth > MAX_DEPTH:
+                raise EngineError(f"the depth must be at most {MAX_DEPTH} plies, not {budget.depth}")
 
     def _check(self, game: Game, budget: Budget) -> None:
         if game.outcome is not None:
@@ -310,9 +312,10 @@ class MctsEngine(Engine):
 
     @classmethod
     def load(cls, checkpoint: str | Path | None = None, endgame_database: bool = True, threads: int = 1,
-             opening_book: bool = True) -> MctsEngine:
+             opening_book: bool = True, egdb: Egdb | None = None) -> MctsEngine:
         """The MCTS engine for a checkpoint file or a run directory (its best network), by default the shipped
-        network (Engine.load says the rest)."""
+        network (Engine.load says the rest); `egdb`: a database already loaded, shared rather than loaded again
+        (its tables are only read)."""
         from selfplay.tree_search.analysis import single_game_search
         from zero.net.checkpoint import CheckpointError, resolve_checkpoint
         from zero.net.inference import SMALL_BATCH_THREADS, Evaluator
@@ -343,8 +346,8 @@ class MctsEngine(Engine):
             evaluator = Evaluator.from_checkpoint(path)
         except CheckpointError as exc:
             raise EngineError(str(exc)) from None
-        egdb, book = _load_extras(endgame_database, opening_book)
-        return cls(evaluator, path, search_config, egdb=egdb, book=book)
+        loaded, book = _load_extras(endgame_database and egdb is None, opening_book)
+        return cls(evaluator, path, search_config, egdb=egdb or loaded, book=book)
 
     def warm_up(self) -> None:
         from selfplay.tree_search.search import warm_up
@@ -380,9 +383,9 @@ class MctsEngine(Engine):
 
 class AlphaBetaEngine(Engine):
     """The default player: the alpha-beta search over a distilled evaluation (zero.alphabeta.player.
-    DistilledPlayer, selective as in the matches), to a depth or for a time a move; its table is kept from
-    move to move. Its analysis is the move it found, the score behind it (as win/draw/loss: score_wdl), its
-    principal variation, the depth it completed and the nodes it visited."""
+    DistilledPlayer, selective as in the matches), to a depth or for a time a move. Its analysis is the move it
+    found, the score behind it (as win/draw/loss: score_wdl), its principal variation, the depth of the
+    iteration its move came from and the nodes it visited."""
 
     kind = ALPHABETA
 
@@ -424,17 +427,16 @@ class AlphaBetaEngine(Engine):
         from zero.alphabeta.player import DistilledPlayer
 
         if self._player is None:
-            # On the clock, so that its table is kept between moves; each search sets its own budget.
+            # Each search sets its own budget: for a time its table is kept from the searches before (every
+            # entry is exact for its depth), to a depth each starts afresh, its move a function of the game.
             self._player = DistilledPlayer(seconds=1.0, evaluation=self.evaluation, egdb=self.egdb)
         return self._player
 
     def _search(self, game: Game, budget: Budget) -> Analysis:
         from selfplay.tree_search.analysis import Analysis, MoveStats, Proven
+        from zero.alphabeta.search import WIN_SCORE, WIN_THRESHOLD
         from zero.distilled.kernels import SCORE_UNITS
-        from zero.alphabeta.search import MAX_DEPTH, WIN_SCORE, WIN_THRESHOLD
 
-        if budget.depth is not None and budget.depth > MAX_DEPTH:
-            raise EngineError(f"the depth must be at most {MAX_DEPTH} plies, not {budget.depth}")
         player = self._searcher()
         player.depth, player.seconds = budget.depth, budget.seconds
         started = time.perf_counter()

@@ -21,7 +21,7 @@ HELP = """\
 Commands:
   11-15, 22x15, 26x17x10x1   play a move: - for a step, x for a capture (which may give only its ends: 26x1)
   moves                      list your legal moves
-  hint                       the engine's top moves for you, with visit share and win/draw/loss
+  hint                       the engine's view of your position: its best moves and their win/draw/loss
   undo                       take back your last move (and the engine's reply); after a draw agreed or
                              your resignation, reopen the game as it was before it, taking back no move
   draw                       offer a draw: the engine accepts unless it expects to score more than 55%

@@ -150,6 +150,17 @@ def test_aspiration_windows_and_counter_moves_change_only_the_speed(seed, plies,
     assert len(scores) == 1
 
 
+def test_counter_moves_change_the_order():
+    # The score is the same (above); the nodes show that the counter-moves were tried first somewhere.
+    changed = 0
+    for seed in range(6):
+        pos = random_position(seed, 20)
+        nodes = {distilled_player(7, Selectivity(reductions=0, deeper_cuts=False, countermoves=c), seed=seed).search(pos)[2]
+                 for c in (False, True)}
+        changed += len(nodes) > 1
+    assert changed > 0
+
+
 def test_an_iteration_that_fails_low_and_runs_out_of_nodes_names_no_move():
     """An aspiration window above the true score makes every root move fail low; stopped before the search
     again, the iteration has no move it knows best (the player keeps the last iteration's); given the nodes,
@@ -161,6 +172,9 @@ def test_an_iteration_that_fails_low_and_runs_out_of_nodes_names_no_move():
     true = ref.minimax(pos, 6, distilled_leaf)
     budgets = iter([1 << 40, None])  # the window's search completes; no time is left for the second
     assert player._deepening(pos, 6, order, draws, true + 1_000, lambda: next(budgets)) == (0, -1, False)
+    budgets = iter([50, None])  # the window's search itself is cut short, still below its floor
+    score, row, complete = player._deepening(pos, 6, order, draws, true + 1_000, lambda: next(budgets))
+    assert (row, complete) == (-1, False)
     score, row, complete = player._deepening(pos, 6, order, draws, true + 1_000, lambda: 1 << 40)
     assert (score, complete) == (true, True) and row >= 0
     score, row, complete = player._deepening(pos, 6, order, draws, true - 1_000, lambda: 1 << 40)  # fails high
@@ -200,3 +214,11 @@ def test_reductions_and_deeper_cuts_prune_the_tree_and_still_choose_legal_moves(
         selective_nodes += m
         assert move in pos.legal_moves()
     assert selective_nodes < plain_nodes
+
+
+def test_the_search_lets_other_threads_run():
+    # A server's other requests (the page, other games) are answered while its engine searches: the kernel
+    # releases the interpreter's lock (before, a 3 s search at depth 20 held every other thread for 1.65 s).
+    from zero.alphabeta import search
+
+    assert search.search_root.targetoptions.get("nogil") is True

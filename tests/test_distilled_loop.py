@@ -34,7 +34,7 @@ pytestmark = pytest.mark.skipif(data_file("openings/acf_3move_144.txt") is None 
 TINY = ["positions=240", "window=240", "actors=2", "status_seconds=1", "selfplay.depth=2",
         "selfplay.commit_positions=16", "training.steps=5", "training.batch=64", "gate.budget=2",
         "gate.confirm_budget=1", "gate.round_openings=4", "gate.processes=1", "gate.sprt.max_pairs=4",
-        "gate.sprt.min_pairs=2"]
+        "gate.sprt.min_pairs=2", "gate.confirm_sprt.max_pairs=4", "gate.confirm_sprt.min_pairs=2"]
 
 
 @pytest.fixture(scope="module")

@@ -67,7 +67,7 @@ class Analysis:
     proven: Proven | None = None  # for the side to move, when the search proved the root
     nodes: int = 0  # nodes in the tree (positions expanded and their children)
     seconds: float = 0.0  # the search's time
-    depth: int | None = None  # an alpha-beta search's (play.engine.AlphaBetaEngine): the plies it completed
+    depth: int | None = None  # an alpha-beta search's (play.engine.AlphaBetaEngine): its move's iteration's
     # For the moves a caller asked about (candidate_lines): the move and the line the search expects after it.
     lines: dict[Move, list[Move]] = field(default_factory=dict)
 

@@ -105,7 +105,7 @@ def test_levels_and_budgets():
     assert budget_for("beginner", depth=9) == Budget(depth=9)
     assert budget_for(seconds=0.5) == Budget(seconds=0.5)
     for bad in (lambda: budget_for("grandmaster"), lambda: budget_for(simulations=5, seconds=1.0),
-                lambda: budget_for(depth=5, seconds=1.0), lambda: Budget(depth=0),
+                lambda: budget_for(depth=5, seconds=1.0), lambda: Budget(depth=0), lambda: Budget(seconds=float("inf")),
                 lambda: Budget(simulations=0), lambda: Budget(seconds=-1.0), lambda: Budget()):
         with pytest.raises(EngineError):
             bad()
@@ -269,3 +269,5 @@ def test_analyze_searches_the_default_player_by_depth(capsys):
     assert main(["play", "--sims", "8", "--no-egdb", "--no-book", "--color", "white"]) == 2
     out, err = capsys.readouterr()
     assert "the alpha-beta engine searches to a depth or for a time" in err and "Engine plays" not in out
+    assert main(["play", "--depth", "65", "--no-egdb", "--no-book", "--color", "white"]) == 2
+    assert "the depth must be at most 64 plies" in capsys.readouterr().err

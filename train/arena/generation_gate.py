@@ -46,7 +46,8 @@ class GenerationGateConfig:
     processes: int = setting(2, low=1, high=MOST_PROCESSES)
     sprt: SprtConfig = field(default_factory=SprtConfig)
     # The confirmation asks only that the candidate be no weaker at the match budget (H0 -20, H1 +10, the pair
-    # cap's interval rule promoting above -20), the bullet stage having shown it stronger. Against H1 +40 there,
+    # cap's interval rule promoting above -20; its own caps and errors, by default as the bullet stage's), the
+    # bullet stage having shown it stronger. Against H1 +40 there,
     # the candidates of the loop's cycles 3 to 5, +33 to +58 at 6 plies, played -19, +5 and +12 at 0.1 s and
     # were all rejected, so that no gain accumulated: each cycle trained again from generation 1.
     confirm_sprt: SprtConfig = field(default_factory=lambda: SprtConfig(elo0=-20.0, elo1=10.0))

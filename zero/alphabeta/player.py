@@ -171,7 +171,7 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
                 if not complete:
                     return score, -1, False
                 alpha = -ab.INFINITY
-            elif score >= beta and complete:  # a move beat the window: its score is a bound
+            elif score >= beta:  # a move beat the window (a cut, which completes the iteration): a bound
                 beta = ab.INFINITY
             else:
                 return score, row, complete

@@ -356,7 +356,7 @@ def _leave(ply, btm, frames, tt, counters):
     return best
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, nogil=True)  # a server's other threads answer while it searches
 def search_root(black, white, kings, black_to_move, depth, root_order, root_draws, frames, moves, order, rows, tt,
                 killers, history, countermoves, counters, evaluation, work, tables):
     """One iteration: the score of the position to `depth` (module doc) by fail-soft principal-variation
