@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from zero.alphabeta import reference as ref
@@ -143,8 +143,7 @@ def test_aspiration_windows_and_counter_moves_change_only_the_speed(seed, plies,
     # A window one unit wide makes nearly every iteration fail low or high and be searched again: the score
     # is still the plain search's (the minimax's, which test_the_search_equals_... hold it to).
     pos = random_position(seed, plies)
-    if not pos.legal_moves():
-        return
+    assume(pos.legal_moves())
     scores = {distilled_player(depth, selectivity, seed=seed).search(pos)[1]
               for selectivity in ASPIRATION_AND_COUNTERMOVES}
     assert len(scores) == 1
