@@ -65,6 +65,27 @@ def test_a_loop_stops_on_a_full_disk_in_one_line_and_a_read_only_one_refuses_to_
         assert files_below(run) == before
 
 
+def test_a_match_journal_and_a_generation_gate_journal_name_themselves_on_a_full_disk(tmp_path):
+    # Before: the gatekeeper met the full disk appending a calibration game to its match journal and said
+    # "cannot write: No space left on device", naming no file (the full-disk loop test above, now and then).
+    from train.arena.gating import MatchJournal
+    from train.arena.generation_gate import _append_round
+    from train.arena.match import MatchGame, MatchResult
+    from zero.corpus.openings import Opening
+    from zero.rules.game import Outcome, Termination
+
+    game = MatchGame(1, Opening("start", ()), "a", "b", (), Outcome(0, Termination.MAX_LENGTH), 0)
+    result = MatchResult("a", "b", [game], [True], [0])
+    with small_disk(tmp_path / "disk", 64) as disk:
+        fill(disk)
+        journal = disk / "matches" / "m.jsonl"
+        for append in (lambda: MatchJournal(journal, "a", "b").append(game, result),
+                       lambda: _append_round(journal, 0, [1.0] * 10_000)):
+            with pytest.raises(OSError) as raised:
+                append()
+            assert disk_problem(raised.value) == f"cannot write {journal}: No space left on device"
+
+
 def test_the_run_files_written_outside_atomic_writes_name_themselves_on_a_full_disk(tmp_path):
     # Opening a file on a full tmpfs succeeds and the write fails when it is flushed, as the file closes: an
     # OSError that names no file, which the loop's roles reported as "cannot write: No space left on device".

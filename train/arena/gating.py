@@ -39,7 +39,9 @@ from zero.net.checkpoint import CheckpointError, load_checkpoint
 from zero.net.inference import Evaluator
 from zero.net.quantized import cache_path
 from zero.rules.game import RulesConfig
-from zero.run.config import MOST_GAMES, MOST_SEED, MOST_THREADS, atomic_write_bytes, notify, setting
+from zero.run.config import (
+    MOST_GAMES, MOST_SEED, MOST_THREADS, atomic_write_bytes, naming_write_errors, notify, setting,
+)
 from zero.run.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -166,7 +168,8 @@ class MatchJournal:
     def append(self, game: MatchGame, result: MatchResult) -> None:
         line = json.dumps({**game.to_json(), "opening_index": result.opening_index[-1]}) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as fh:
+        # A full disk fails the write or the flush with an error that names no file: say which it was.
+        with naming_write_errors(self.path), open(self.path, "a") as fh:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())

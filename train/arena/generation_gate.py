@@ -21,7 +21,7 @@ from typing import Callable
 from train.arena.gating import GatingInterrupted, read_gating_log
 from train.arena.split_match import play_split_match, worker_pool
 from train.arena.sprt import PairSprt, SprtConfig
-from zero.run.config import MOST_PROCESSES, check_settings, setting
+from zero.run.config import MOST_PROCESSES, check_settings, naming_write_errors, setting
 from zero.run.rundir import RunDir
 
 
@@ -102,7 +102,7 @@ def _read_rounds(path: Path) -> dict[int, list[float]]:
 
 def _append_round(path: Path, index: int, pairs: list[float]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
+    with naming_write_errors(path), open(path, "a") as fh:
         fh.write(json.dumps({"round": index, "pairs": pairs}) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
