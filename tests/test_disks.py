@@ -86,6 +86,20 @@ def test_a_match_journal_and_a_generation_gate_journal_name_themselves_on_a_full
             assert disk_problem(raised.value) == f"cannot write {journal}: No space left on device"
 
 
+def test_a_role_that_left_an_empty_log_on_a_full_disk_is_reported_with_the_disk(tmp_path):
+    # Before: "gatekeeper exited with code 3 ...; failed for good", no reason: its log, on the full disk, was empty.
+    from train.loop.supervisor import log_tail_text
+
+    with small_disk(tmp_path / "disk", 64) as disk:
+        log = disk / "gatekeeper.log"
+        log.touch()
+        fill(disk)
+        assert log_tail_text(str(log)) == f"; its log is empty: cannot write {log}: No space left on device"
+    empty = tmp_path / "empty.log"
+    empty.touch()
+    assert log_tail_text(str(empty)) == ""  # with room: a note in the log, and nothing to quote
+
+
 def test_the_run_files_written_outside_atomic_writes_name_themselves_on_a_full_disk(tmp_path):
     # Opening a file on a full tmpfs succeeds and the write fails when it is flushed, as the file closes: an
     # OSError that names no file, which the loop's roles reported as "cannot write: No space left on device".

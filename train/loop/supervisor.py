@@ -28,9 +28,10 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
-from zero.run.config import disk_problem, notify
+from zero.run.config import disk_problem, naming_write_errors, notify
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,18 @@ def log_tail_text(path: str, lines: int = LOG_TAIL_LINES) -> str:
     tail = _log_tail(path, lines)
     if len(tail) == 1:
         return f"; last line of {path}: {tail[0]}"
-    return "".join([f"; last lines of {path}:"] + [f"\n    {line}" for line in tail]) if tail else ""
+    if tail:
+        return "".join([f"; last lines of {path}:"] + [f"\n    {line}" for line in tail])
+    # An empty log: on a full disk the role's reason could not be written to it either. Writing a note there
+    # says whether that is why (a role that met the full disk first in its own log said nothing at all).
+    try:
+        with naming_write_errors(Path(path)), open(path, "a") as fh:
+            fh.write("the loop found this log empty when its role ended\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        return f"; its log is empty: {disk_problem(exc) or exc}"
+    return ""
 
 
 @dataclass
