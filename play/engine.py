@@ -171,11 +171,15 @@ def add_engine_arguments(parser: argparse.ArgumentParser, plays: bool) -> None:
                         help="the engine: a distilled evaluation (.npz: the alpha-beta player) or a network (.pt, or "
                              "a run directory's best: MCTS); default the default player, the alpha-beta search over "
                              "checkpoints/distilled.npz")
-    parser.add_argument("--no-egdb", action="store_true",
-                        help="search without the endgame database (by default positions of few pieces are exact)")
+    add_no_egdb_argument(parser)
     add_threads_argument(parser)
     if plays:
         add_book_argument(parser)
+
+
+def add_no_egdb_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-egdb", action="store_true",
+                        help="search without the endgame database (by default positions of few pieces are exact)")
 
 
 def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
@@ -248,16 +252,8 @@ class Engine:
         return score <= DRAW_ACCEPT_MAX_SCORE, score
 
     def check_budget(self, budget: Budget) -> None:
-        """Refuse a budget this engine cannot search (EngineError): a depth for MCTS, simulations for alpha-beta."""
-        if self.kind == MCTS and budget.depth is not None:
-            raise EngineError(f"a network's MCTS engine searches simulations or a time, not a depth ({budget})")
-        if self.kind == ALPHABETA and budget.simulations is not None:
-            raise EngineError(f"the alpha-beta engine searches to a depth or for a time, not simulations ({budget})")
-        if self.kind == ALPHABETA and budget.depth is not None:
-            from zero.alphabeta.search import MAX_DEPTH
-
-            if budget.depth > MAX_DEPTH:
-                raise EngineError(f"the depth must be at most {MAX_DEPTH} plies, not {budget.depth}")
+        """Refuse a budget this engine cannot search (EngineError): each engine names the measures it refuses."""
+        raise NotImplementedError
 
     def _check(self, game: Game, budget: Budget) -> None:
         if game.outcome is not None:
@@ -354,6 +350,10 @@ class MctsEngine(Engine):
 
         warm_up(self.evaluator, self.search_config, egdb=self.egdb)
 
+    def check_budget(self, budget: Budget) -> None:
+        if budget.depth is not None:
+            raise EngineError(f"a network's MCTS engine searches simulations or a time, not a depth ({budget})")
+
     def _analyse(self, game: Game, budget: Budget) -> Analysis:
         return self._described(self._game_search().analyse(game, budget.simulations, budget.seconds), game)
 
@@ -412,6 +412,14 @@ class AlphaBetaEngine(Engine):
 
     def warm_up(self) -> None:
         self._search(Game(), Budget(depth=1))
+
+    def check_budget(self, budget: Budget) -> None:
+        from zero.alphabeta.search import MAX_DEPTH
+
+        if budget.simulations is not None:
+            raise EngineError(f"the alpha-beta engine searches to a depth or for a time, not simulations ({budget})")
+        if budget.depth is not None and budget.depth > MAX_DEPTH:
+            raise EngineError(f"the depth must be at most {MAX_DEPTH} plies, not {budget.depth}")
 
     def _analyse(self, game: Game, budget: Budget) -> Analysis:
         return self._search(game, budget)

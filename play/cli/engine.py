@@ -7,7 +7,7 @@ import os
 import sys
 from dataclasses import replace
 
-from play.engine import add_threads_argument
+from play.engine import add_no_egdb_argument, add_threads_argument
 from play.queries import EngineSettings
 
 DEFAULTS = EngineSettings()
@@ -21,15 +21,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sims", type=int, default=DEFAULTS.default_simulations, metavar="N",
                         help="simulations for a query that names no limit "
                              f"(default {DEFAULTS.default_simulations})")
-    add_engine_arguments(parser)
+    add_analysis_engine_arguments(parser)
 
 
-def add_engine_arguments(parser: argparse.ArgumentParser, slots: int = DEFAULTS.slots) -> None:
+def add_analysis_engine_arguments(parser: argparse.ArgumentParser, slots: int = DEFAULTS.slots) -> None:
     """The options of every command built on the analysis engine (engine, review)."""
     parser.add_argument("--checkpoint", metavar="PATH",
                         help="network: a checkpoint file or a run directory (its best network); default the shipped one")
-    parser.add_argument("--no-egdb", action="store_true",
-                        help="search without the endgame database (by default positions of few pieces are exact)")
+    add_no_egdb_argument(parser)
     parser.add_argument("--slots", type=int, default=slots, metavar="N",
                         help=f"positions searched together in one batched search (default {slots})")
     parser.add_argument("--tree-nodes", type=int, default=DEFAULTS.tree_nodes, metavar="N",

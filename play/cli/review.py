@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from play.cli.engine import add_engine_arguments, engine_settings
+from play.cli.engine import add_analysis_engine_arguments, engine_settings
 from play.review import ReviewSettings
 
 DEFAULTS = ReviewSettings()
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--blunder", type=float, default=DEFAULTS.blunder, metavar="FALL",
                         help=f"fall in expected score that marks a blunder '??' (default {DEFAULTS.blunder})")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_engine_arguments(parser, slots=DEFAULT_SLOTS)
+    add_analysis_engine_arguments(parser, slots=DEFAULT_SLOTS)
 
 
 def run(args: argparse.Namespace) -> int:
