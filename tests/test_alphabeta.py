@@ -10,6 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from zero.alphabeta import reference as ref
+from zero.alphabeta import search as ab
 from zero.alphabeta.evaluations import (
     ClassicalEvaluation, DistilledEvaluation, enter_child, enter_root, leaf_score, new_work,
 )
@@ -106,7 +107,7 @@ def test_threat_extensions_equal_the_minimax_that_looks_past_threatened_leaves(s
     for use_ordering in (True, False):
         player = distilled_player(depth, THREATS_ONLY, seed=seed, use_tt=False, use_ordering=use_ordering)
         _, score, _ = player.search(pos)
-        assert score == ref.minimax(pos, depth, distilled_leaf, threat_extensions=2)
+        assert score == ref.minimax(pos, depth, distilled_leaf, extensions=2, threats=True)
 
 
 @pytest.mark.parametrize("fen", ["B:WK1,18,24,25,26,28,30:B4,7,8,10,11,13", "B:WK4,15,20,23,25,26,29:B3,5,6,7,12"])
@@ -117,7 +118,69 @@ def test_a_threatened_leaf_is_searched_a_ply_deeper(fen):
     plain = distilled_player(1).search(pos)[1]
     extended = distilled_player(1, THREATS_ONLY).search(pos)[1]
     assert plain == ref.minimax(pos, 1, distilled_leaf)
-    assert extended == ref.minimax(pos, 1, distilled_leaf, threat_extensions=2) != plain
+    assert extended == ref.minimax(pos, 1, distilled_leaf, extensions=2, threats=True) != plain
+
+
+RECAPTURES_ONLY = Selectivity(reductions=0, deeper_cuts=False, recapture_extensions=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6), plies=st.integers(0, 90), depth=st.integers(1, 4))
+def test_recapture_extensions_equal_the_minimax_that_searches_an_answered_capture_a_ply_deeper(seed, plies, depth):
+    pos = random_position(seed, plies)
+    assume(pos.legal_moves())
+    for use_ordering in (True, False):
+        player = distilled_player(depth, RECAPTURES_ONLY, seed=seed, use_tt=False, use_ordering=use_ordering)
+        assert player.search(pos)[1] == ref.minimax(pos, depth, distilled_leaf, extensions=2, recaptures=True)
+
+
+def test_a_recapture_is_searched_a_ply_deeper():
+    """Positions where an exchange starts within depth 2: the extended search's score is the minimax that
+    searches the answering capture a ply deeper, and not the plain one's."""
+    changed = 0
+    for seed in range(40):
+        pos = random_position(seed, 24)
+        if not pos.legal_moves():
+            continue
+        plain = distilled_player(2).search(pos)[1]
+        extended = distilled_player(2, RECAPTURES_ONLY, use_tt=False).search(pos)[1]
+        assert extended == ref.minimax(pos, 2, distilled_leaf, extensions=2, recaptures=True)
+        changed += extended != plain
+    assert changed > 0
+
+
+def verified(margin: int) -> Selectivity:
+    return Selectivity(reductions=0, deeper_cuts=False, verified_pruning=margin)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10**6), plies=st.integers(0, 60), depth=st.integers(4, 6), margin=st.sampled_from([1, 30, 300]))
+def test_verified_pruning_equals_its_plain_twin(seed, plies, depth, margin):
+    """The kernel's verified pruning (the table and the ordering off) is the alpha-beta of reference.verified_alphabeta,
+    cut for cut."""
+    pos = random_position(seed, plies)
+    assume(pos.legal_moves())
+    order = np.random.default_rng(seed).permutation(len(pos.legal_moves())).astype(np.int64)
+    player = distilled_player(depth, verified(margin), use_tt=False, use_ordering=False)
+    score, _, complete = player._iteration(pos, depth, order, 1 << 40)
+    assert complete
+    assert score == ref.verified_alphabeta(pos, depth, distilled_leaf, margin, list(order))
+
+
+def test_verified_pruning_cuts_nodes_and_keeps_the_plain_score_out_of_its_reach():
+    """With a margin nothing clears, the search is the plain one, node for node; with a small one it cuts
+    nodes (counted) and visits fewer."""
+    cuts, fewer = 0, 0
+    for seed in range(8):
+        pos = random_position(seed, 16)
+        plain = distilled_player(7, seed=seed).search(pos)
+        unreachable = distilled_player(7, verified(100_000), seed=seed).search(pos)
+        assert unreachable == plain
+        player = distilled_player(7, verified(20), seed=seed)
+        pruned = player.search(pos)
+        cuts += int(player._state["counters"][ab.C_VERIFIED_CUTS])
+        fewer += pruned[2] < plain[2]
+    assert cuts > 0 and fewer > 0
 
 
 @pytest.mark.parametrize("evaluation", EVALUATIONS)

@@ -61,13 +61,20 @@ class Selectivity:
     # Exact either way: it changes the order, not the minimax score. Off: level (+6 % nodes to depth 12, -1 %
     # to depth 10 without reductions).
     countermoves: bool = False
+    # A capture that answers a capture, searched a ply deeper (within the same MOST_EXTENSIONS a line as the
+    # threats'): an exchange's depth is spent past it rather than inside it.
+    recapture_extensions: bool = False
+    # A null-window node whose evaluation clears beta by this margin (the evaluation's units) is searched
+    # search.VERIFY_PLIES shallower first and cut if that search clears beta too; else at full depth (0: never).
+    verified_pruning: int = setting(0, low=0, high=100_000)
 
     def __post_init__(self) -> None:
         check_settings(self)
 
     @classmethod
     def none(cls) -> "Selectivity":
-        return cls(reductions=0, deeper_cuts=False, aspiration=0, countermoves=False)
+        return cls(reductions=0, deeper_cuts=False, aspiration=0, countermoves=False, recapture_extensions=False,
+                   verified_pruning=0)
 
 
 class AlphaBetaSearchPlayer(SearchingPlayer):
@@ -123,6 +130,8 @@ class AlphaBetaSearchPlayer(SearchingPlayer):
         counters[ab.C_DEEPER_CUTS] = int(self.selectivity.deeper_cuts)
         counters[ab.C_THREAT_EXTENSIONS] = int(self.selectivity.threat_extensions)
         counters[ab.C_COUNTERMOVES] = int(self.selectivity.countermoves)
+        counters[ab.C_RECAPTURE_EXTENSIONS] = int(self.selectivity.recapture_extensions)
+        counters[ab.C_VERIFY_MARGIN] = self.selectivity.verified_pruning
         self.last_score: int | None = None  # of the last searched move, for the side that moved
         self.last_nodes = 0
         self.last_depth = 0  # depth of the iteration the last move came from

@@ -1,6 +1,7 @@
 """Plain-Python twin of zero.alphabeta.classical_kernels and zero.alphabeta.search, for tests: every
 feature by its definition, square by square on (row, column) coordinates, and a full-width minimax over any
-evaluation (no pruning, no table, no ordering), with the search's leaf rules (see its module doc).
+evaluation (no pruning, no table, no ordering), with the search's leaf rules (see its module doc), and the
+alpha-beta of the search's verified pruning, whose cuts depend on the windows.
 tests/test_classical.py and tests/test_alphabeta.py hold the kernels equal to it.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from zero.alphabeta.classical_kernels import END_FEATURES, FEATURES, FULL_BOARD
-from zero.alphabeta.search import WIN_SCORE
+from zero.alphabeta.search import VERIFY_MIN_DEPTH, VERIFY_PLIES, WIN_SCORE, WIN_THRESHOLD
 from zero.endgames.egdb import DRAW, UNKNOWN, WIN, Egdb
 from zero.rules.bitboard import square_rc
 from zero.rules.game import Position
@@ -130,10 +131,13 @@ def database_value(pos: Position, ply: int, egdb: Egdb | None) -> int | None:
 
 
 def minimax(pos: Position, depth: int, leaf: Callable[[Position], int], egdb: Egdb | None = None,
-            ply: int = 0, threat_extensions: int = 0) -> int:
+            ply: int = 0, extensions: int = 0, threats: bool = False, recaptures: bool = False,
+            after_capture: bool = False) -> int:
     """Full-width negamax score for the side to move, by the search's rules (no pruning at all); `leaf` scores
-    a quiet leaf for its side to move. threat_extensions: how many times a line may look one ply past a leaf
-    whose side to move is threatened with a capture (the search's threat extensions), 0 for never."""
+    a quiet leaf for its side to move. extensions: how many times a line may be searched a ply deeper than its
+    depth (the search's MOST_EXTENSIONS), by looking past a leaf whose side to move is threatened with a capture
+    (threats) or by a capture that answers a capture (recaptures: after_capture says the move that led here was
+    one); none of them for the plain search."""
     moves = pos.legal_moves()
     if not moves:
         return -(WIN_SCORE - ply)
@@ -141,10 +145,50 @@ def minimax(pos: Position, depth: int, leaf: Callable[[Position], int], egdb: Eg
         value = database_value(pos, ply, egdb)
         if value is not None:
             return value
-        threats = Position(pos.black, pos.white, pos.kings, not pos.black_to_move).legal_moves()
-        if depth == 0 and threat_extensions > 0 and threats and threats[0].is_capture:
-            depth, threat_extensions = 1, threat_extensions - 1
+        threatened = Position(pos.black, pos.white, pos.kings, not pos.black_to_move).legal_moves()
+        if depth == 0 and threats and extensions > 0 and threatened and threatened[0].is_capture:
+            depth, extensions = 1, extensions - 1
         elif depth <= 0:
             return leaf(pos)
-    return max(-minimax(pos.play(m), depth - 1, leaf, egdb, ply + 1, threat_extensions) for m in moves)
+    extend = recaptures and after_capture and moves[0].is_capture and depth > 0 and extensions > 0
+    return max(-minimax(pos.play(m), depth if extend else depth - 1, leaf, egdb, ply + 1,
+                        extensions - 1 if extend else extensions, threats, recaptures, m.is_capture)
+               for m in moves)
 
+
+def verified_alphabeta(pos: Position, depth: int, leaf: Callable[[Position], int], margin: int,
+                       root_order: list[int], alpha: int = -2 * WIN_SCORE, beta: int = 2 * WIN_SCORE,
+                       ply: int = 0, verified: bool = False) -> int:
+    """The search's verified pruning, spelt out: fail-soft principal-variation alpha-beta (the first move with
+    the node's window, the others with a null window, searched again with the full one when they land inside
+    it), the root's moves in root_order and the others as generated (the search with its table and ordering off),
+    where a null-window node below the root, quiet, at least VERIFY_MIN_DEPTH deep, whose `leaf` value clears
+    beta by `margin` is first searched VERIFY_PLIES less deep and returns that search's score if it clears
+    beta too; otherwise it is searched at its depth (and not verified again)."""
+    moves = pos.legal_moves()
+    if not moves:
+        return -(WIN_SCORE - ply)
+    quiet = not moves[0].is_capture
+    if ply > 0 and quiet and depth <= 0:
+        return leaf(pos)
+    if (margin and ply > 0 and quiet and not verified and depth >= VERIFY_MIN_DEPTH and beta - alpha == 1
+            and -WIN_THRESHOLD < beta < WIN_THRESHOLD and leaf(pos) >= beta + margin):
+        shallow = verified_alphabeta(pos, depth - VERIFY_PLIES, leaf, margin, root_order, alpha, beta, ply, True)
+        if shallow >= beta:
+            return shallow
+    best = -2 * WIN_SCORE
+    for k, move in enumerate([moves[i] for i in root_order] if ply == 0 else moves):
+        child = pos.play(move)
+
+        def searched(lo: int, hi: int) -> int:
+            return -verified_alphabeta(child, depth - 1, leaf, margin, root_order, -hi, -lo, ply + 1)
+
+        score = searched(alpha, beta) if k == 0 else searched(alpha, alpha + 1)
+        if k > 0 and alpha < score < beta:
+            score = searched(alpha, beta)
+        if score > best:
+            best = score
+            alpha = max(alpha, score)
+            if score >= beta:
+                break
+    return best

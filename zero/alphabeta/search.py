@@ -34,7 +34,10 @@ tests that hold the search to the minimax): late move reductions (C_REDUCTIONS p
 move, searched again at full depth when it beats alpha: _reduction, _open_child) and entries searched deeper
 than asked cutting too (C_DEEPER_CUTS). A third looks further where the evaluation is blind: a leaf whose side
 to move is threatened with a capture is searched one ply deeper, at most MOST_EXTENSIONS times a line
-(C_THREAT_EXTENSIONS; the minimax of zero.alphabeta.reference with threat_extensions is its twin).
+(C_THREAT_EXTENSIONS), and a capture that answers a capture is searched a ply deeper (C_RECAPTURE_EXTENSIONS;
+zero.alphabeta.reference.minimax with threats or recaptures is the twin of either). Verified pruning
+(C_VERIFY_MARGIN) trusts the evaluation where it is far above beta only once a search VERIFY_PLIES shallower
+agrees (its twin: zero.alphabeta.reference.verified_alphabeta, as its cuts depend on the windows).
 
 The search is iterative with an explicit stack (search_root says how it maps onto the recursion): a
 self-recursive kernel crashed when numba loaded it from its cache (numba 0.68), and compiling one afresh
@@ -87,10 +90,18 @@ C_TT_CUTS, C_DB_HITS, C_REDUCTIONS, C_REDUCE_AFTER, C_DEEPER_CUTS, C_THREAT_EXTE
 # The root's window (an aspiration window: the caller re-searches a score that falls outside it), and whether a
 # quiet move that refuted the opponent's last move is tried early after that move again (counter-moves).
 C_ROOT_ALPHA, C_ROOT_BETA, C_COUNTERMOVES = 14, 15, 16
-COUNTERS = 17
+# A capture that answers a capture searched a ply deeper (recapture extensions); the margin by which a null-window
+# node's static value must clear beta for a shallower search to be allowed to cut it (verified pruning, 0: off);
+# and how many nodes were so cut.
+C_RECAPTURE_EXTENSIONS, C_VERIFY_MARGIN, C_VERIFIED_CUTS = 17, 18, 19
+COUNTERS = 20
 # Plies a line may be extended for threats (C_THREAT_EXTENSIONS): the stack holds the depth, the captures the
 # pieces allow, and these.
 MOST_EXTENSIONS = 2
+# Verified pruning: a node at least VERIFY_MIN_DEPTH deep whose static value clears beta by the margin is first
+# searched VERIFY_PLIES less deep; only if that search also clears beta is the node cut.
+VERIFY_PLIES = 3
+VERIFY_MIN_DEPTH = 4
 
 _HASH_ORDER = 1 << 50
 _CAPTURE_ORDER = 1 << 40
@@ -152,8 +163,10 @@ def database_value(black, white, kings, black_to_move, ply, tables):
 
 # Columns of a search frame, one row a ply (the explicit stack).
 (P_BLACK, P_WHITE, P_KINGS, P_DEPTH, P_ALPHA, P_BETA, P_ALPHA0, P_BEST, P_BEST_ROW, P_COUNT, P_NEXT, P_CAPTURE,
- P_SLOT, P_USE_TT, P_ROW, P_FULL_WINDOW, P_REDUCED, P_EXTENDED) = range(18)
-FRAME_FIELDS = 18
+ P_SLOT, P_USE_TT, P_ROW, P_FULL_WINDOW, P_REDUCED, P_EXTENDED, P_VERIFY) = range(19)
+FRAME_FIELDS = 19
+# P_VERIFY: 0 where the node may be verified, its full depth while its shallower search runs, -1 once that search
+# failed to cut it (it is then searched at full depth, and not verified again).
 _ENTER, _NEXT, _RETURN = 0, 1, 2
 
 
@@ -222,6 +235,14 @@ def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, histor
                     counters[C_TT_CUTS] += 1
                     return True, stored
 
+    if (counters[C_VERIFY_MARGIN] != 0 and ply > 0 and not capture and f[P_VERIFY] == 0 and depth >= VERIFY_MIN_DEPTH
+            and f[P_BETA] - f[P_ALPHA] == 1 and -WIN_THRESHOLD < f[P_BETA] < WIN_THRESHOLD
+            and leaf_score(black, white, kings, btm, ply, evaluation, work) >= f[P_BETA] + counters[C_VERIFY_MARGIN]):
+        # Far above beta by the evaluation, which alone might be blind to a shot: a shallower search must agree
+        # before the node is cut (search_root searches it again at full depth when it does not).
+        f[P_VERIFY] = depth
+        f[P_DEPTH] = depth - VERIFY_PLIES
+
     # Ordering keys: the hash move, then captures by pieces taken, then the killers, then the counter-move to
     # the move that led here, then history; the root keeps root_order after its hash move.
     side = 0 if btm else 1
@@ -262,7 +283,7 @@ def _enter(ply, btm, frames, root_order, moves, order, rows, tt, killers, histor
 
 
 @njit(cache=True, inline="always")
-def _open_child(ply, btm, frames, moves, full_window, reduction, evaluation, work):
+def _open_child(ply, btm, frames, moves, full_window, reduction, counters, evaluation, work):
     """Set up frames[ply + 1] for the child of the move in frames[ply][P_ROW]: a full window, or (principal
     variation search, after the first move) the null window just above alpha; `reduction` plies less deep
     where the move is quiet (late move reductions: neither a crowning nor one that leaves a capture to
@@ -278,6 +299,12 @@ def _open_child(ply, btm, frames, moves, full_window, reduction, evaluation, wor
         reduction = 0
     c[P_DEPTH] = f[P_DEPTH] - 1 - reduction
     c[P_EXTENDED] = f[P_EXTENDED]
+    c[P_VERIFY] = 0
+    if (counters[C_RECAPTURE_EXTENSIONS] != 0 and ply > 0 and f[P_CAPTURE] and frames[ply - 1, P_CAPTURE]
+            and f[P_DEPTH] > 0 and f[P_EXTENDED] < MOST_EXTENSIONS):
+        # An exchange: the position after it, not the middle of it, is what the depth should be spent beyond.
+        c[P_DEPTH] += 1
+        c[P_EXTENDED] += 1
     c[P_BETA] = -f[P_ALPHA]
     c[P_ALPHA] = -f[P_BETA] if full_window else -f[P_ALPHA] - 1
     f[P_FULL_WINDOW] = full_window
@@ -390,6 +417,7 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
     f[P_BLACK], f[P_WHITE], f[P_KINGS], f[P_DEPTH] = black, white, kings, depth
     f[P_ALPHA], f[P_BETA] = counters[C_ROOT_ALPHA], counters[C_ROOT_BETA]
     f[P_EXTENDED] = 0
+    f[P_VERIFY] = 0
     enter_root(black, white, kings, evaluation, work)
     ply = 0
     value = 0
@@ -424,7 +452,7 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
                         step = _RETURN
                 else:
                     _open_child(ply, btm, frames, moves, k == 0, _reduction(ply, k, frames, order, rows, counters),
-                                evaluation, work)
+                                counters, evaluation, work)
                     ply += 1
                     step = _ENTER
             else:
@@ -433,6 +461,14 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
         else:  # _RETURN: value is the score of the node at ply
             if counters[C_ABORTED] != 0:
                 return counters[C_ROOT_SCORE], counters[C_ROOT_ROW], False
+            f = frames[ply]
+            if f[P_VERIFY] > 0:
+                if value < f[P_BETA]:  # the shallower search did not confirm the cut: the full depth decides
+                    f[P_DEPTH] = f[P_VERIFY]
+                    f[P_VERIFY] = -1
+                    step = _ENTER
+                    continue
+                counters[C_VERIFIED_CUTS] += 1
             if ply == 0:
                 return value, counters[C_ROOT_ROW], True
             ply -= 1
@@ -440,11 +476,11 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
             f = frames[ply]
             score = -value
             if f[P_REDUCED] and score > f[P_ALPHA]:
-                _open_child(ply, btm, frames, moves, False, 0, evaluation, work)  # a reduced move beat alpha: full depth
+                _open_child(ply, btm, frames, moves, False, 0, counters, evaluation, work)  # a reduced move beat alpha: full depth
                 ply += 1
                 step = _ENTER
             elif not f[P_FULL_WINDOW] and f[P_ALPHA] < score < f[P_BETA]:
-                _open_child(ply, btm, frames, moves, True, 0, evaluation, work)  # the null window failed high: search it again
+                _open_child(ply, btm, frames, moves, True, 0, counters, evaluation, work)  # the null window failed high: search it again
                 ply += 1
                 step = _ENTER
             elif _child_done(ply, btm, score, frames, moves, killers, history, countermoves, counters):
