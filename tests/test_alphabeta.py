@@ -154,7 +154,7 @@ def verified(margin: int) -> Selectivity:
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 10**6), plies=st.integers(0, 60), depth=st.integers(4, 6), margin=st.sampled_from([1, 30, 300]))
+@given(seed=st.integers(0, 10**6), plies=st.integers(0, 60), depth=st.integers(5, 6), margin=st.sampled_from([1, 30, 100]))
 def test_verified_pruning_equals_its_plain_twin(seed, plies, depth, margin):
     """The kernel's verified pruning (the table and the ordering off) is the alpha-beta of reference.verified_alphabeta,
     cut for cut."""
@@ -169,8 +169,8 @@ def test_verified_pruning_equals_its_plain_twin(seed, plies, depth, margin):
 
 def test_verified_pruning_cuts_nodes_and_keeps_the_plain_score_out_of_its_reach():
     """With a margin nothing clears, the search is the plain one, node for node; with a small one it cuts
-    nodes (counted) and visits fewer."""
-    cuts, fewer = 0, 0
+    nodes (counted) and visits fewer, and searches at full depth the nodes whose shallower search fell short."""
+    cuts, fails, fewer = 0, 0, 0
     for seed in range(8):
         pos = random_position(seed, 16)
         plain = distilled_player(7, seed=seed).search(pos)
@@ -179,8 +179,24 @@ def test_verified_pruning_cuts_nodes_and_keeps_the_plain_score_out_of_its_reach(
         player = distilled_player(7, verified(20), seed=seed)
         pruned = player.search(pos)
         cuts += int(player._state["counters"][ab.C_VERIFIED_CUTS])
+        fails += int(player._state["counters"][ab.C_VERIFY_FAILS])
         fewer += pruned[2] < plain[2]
-    assert cuts > 0 and fewer > 0
+    assert cuts > 0 and fails > 0 and fewer > 0
+
+
+def test_the_twin_sees_verifications_that_cut_and_that_fall_short():
+    """The positions of the twin test exercise both paths of the kernel: nodes cut by their shallower search,
+    and nodes searched again at full depth (their scores held equal to reference.verified_alphabeta there)."""
+    cuts, fails = 0, 0
+    for seed in range(12):
+        pos = random_position(seed, 2 * seed)
+        order = np.random.default_rng(seed).permutation(len(pos.legal_moves())).astype(np.int64)
+        player = distilled_player(5, verified(30), use_tt=False, use_ordering=False)
+        score, _, _ = player._iteration(pos, 5, order, 1 << 40)
+        assert score == ref.verified_alphabeta(pos, 5, distilled_leaf, 30, list(order))
+        cuts += int(player._state["counters"][ab.C_VERIFIED_CUTS])
+        fails += int(player._state["counters"][ab.C_VERIFY_FAILS])
+    assert cuts > 0 and fails > 0
 
 
 @pytest.mark.parametrize("evaluation", EVALUATIONS)

@@ -32,10 +32,10 @@ switched off (use_tt, use_ordering) to show that they change nothing but the spe
 exactness for depth (zero.alphabeta.player.Selectivity, off for the classical yardstick and the
 tests that hold the search to the minimax): late move reductions (C_REDUCTIONS plies less for a late quiet
 move, searched again at full depth when it beats alpha: _reduction, _open_child) and entries searched deeper
-than asked cutting too (C_DEEPER_CUTS). A third looks further where the evaluation is blind: a leaf whose side
-to move is threatened with a capture is searched one ply deeper, at most MOST_EXTENSIONS times a line
-(C_THREAT_EXTENSIONS), and a capture that answers a capture is searched a ply deeper (C_RECAPTURE_EXTENSIONS;
-zero.alphabeta.reference.minimax with threats or recaptures is the twin of either). Verified pruning
+than asked cutting too (C_DEEPER_CUTS). Others look further where the evaluation is blind: a leaf whose side
+to move is threatened with a capture is searched one ply deeper (C_THREAT_EXTENSIONS), and a capture that
+answers a capture is searched a ply deeper (C_RECAPTURE_EXTENSIONS), at most MOST_EXTENSIONS times a line
+for both together (zero.alphabeta.reference.minimax with threats or recaptures is the twin). Verified pruning
 (C_VERIFY_MARGIN) trusts the evaluation where it is far above beta only once a search VERIFY_PLIES shallower
 agrees (its twin: zero.alphabeta.reference.verified_alphabeta, as its cuts depend on the windows).
 
@@ -74,7 +74,7 @@ INFINITY = 2 * WIN_SCORE
 # node so that the same position found at another ply gets its own distance.
 WIN_THRESHOLD = WIN_SCORE - 100_000
 MAX_DEPTH = 64
-# Plies a search may reach: the depth, the threat extensions (MOST_EXTENSIONS), then at most one capture a ply
+# Plies a search may reach: the depth, the extensions (MOST_EXTENSIONS), then at most one capture a ply
 # until the pieces run out.
 MAX_PLY = MAX_DEPTH + 26
 
@@ -92,11 +92,11 @@ C_TT_CUTS, C_DB_HITS, C_REDUCTIONS, C_REDUCE_AFTER, C_DEEPER_CUTS, C_THREAT_EXTE
 C_ROOT_ALPHA, C_ROOT_BETA, C_COUNTERMOVES = 14, 15, 16
 # A capture that answers a capture searched a ply deeper (recapture extensions); the margin by which a null-window
 # node's static value must clear beta for a shallower search to be allowed to cut it (verified pruning, 0: off);
-# and how many nodes were so cut.
-C_RECAPTURE_EXTENSIONS, C_VERIFY_MARGIN, C_VERIFIED_CUTS = 17, 18, 19
-COUNTERS = 20
-# Plies a line may be extended for threats (C_THREAT_EXTENSIONS): the stack holds the depth, the captures the
-# pieces allow, and these.
+# how many nodes were so cut, and how many were searched again at full depth, their shallower search short of beta.
+C_RECAPTURE_EXTENSIONS, C_VERIFY_MARGIN, C_VERIFIED_CUTS, C_VERIFY_FAILS = 17, 18, 19, 20
+COUNTERS = 21
+# Plies a line may be extended, for threats (C_THREAT_EXTENSIONS) and recaptures (C_RECAPTURE_EXTENSIONS)
+# together: the stack holds the depth, the captures the pieces allow, and these.
 MOST_EXTENSIONS = 2
 # Verified pruning: a node at least VERIFY_MIN_DEPTH deep whose static value clears beta by the margin is first
 # searched VERIFY_PLIES less deep; only if that search also clears beta is the node cut.
@@ -464,6 +464,7 @@ def search_root(black, white, kings, black_to_move, depth, root_order, root_draw
             f = frames[ply]
             if f[P_VERIFY] > 0:
                 if value < f[P_BETA]:  # the shallower search did not confirm the cut: the full depth decides
+                    counters[C_VERIFY_FAILS] += 1
                     f[P_DEPTH] = f[P_VERIFY]
                     f[P_VERIFY] = -1
                     step = _ENTER
