@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +39,7 @@ from zero.net.inference import Evaluator
 from zero.net.quantized import cache_path
 from zero.rules.game import RulesConfig
 from zero.run.config import (
-    MOST_GAMES, MOST_SEED, MOST_THREADS, atomic_write_bytes, naming_write_errors, notify, setting,
+    MOST_GAMES, MOST_SEED, MOST_THREADS, append_line_durably, atomic_write_bytes, notify, setting,
 )
 from zero.run.rundir import RunDir
 
@@ -166,13 +165,7 @@ class MatchJournal:
         return done
 
     def append(self, game: MatchGame, result: MatchResult) -> None:
-        line = json.dumps({**game.to_json(), "opening_index": result.opening_index[-1]}) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # A full disk fails the write or the flush with an error that names no file: say which it was.
-        with naming_write_errors(self.path), open(self.path, "a") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+        append_line_durably(self.path, json.dumps({**game.to_json(), "opening_index": result.opening_index[-1]}) + "\n")
 
 
 class Gatekeeper:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -21,7 +20,7 @@ from typing import Callable
 from train.arena.gating import GatingInterrupted, read_gating_log
 from train.arena.split_match import play_split_match, worker_pool
 from train.arena.sprt import PairSprt, SprtConfig
-from zero.run.config import MOST_PROCESSES, check_settings, naming_write_errors, setting
+from zero.run.config import MOST_PROCESSES, append_line_durably, check_settings, setting
 from zero.run.rundir import RunDir
 
 
@@ -101,11 +100,7 @@ def _read_rounds(path: Path) -> dict[int, list[float]]:
 
 
 def _append_round(path: Path, index: int, pairs: list[float]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with naming_write_errors(path), open(path, "a") as fh:
-        fh.write(json.dumps({"round": index, "pairs": pairs}) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    append_line_durably(path, json.dumps({"round": index, "pairs": pairs}) + "\n")
 
 
 def play_stage(run_dir: Path, name: str, candidate: Path, best: Path, budget: str, config: GenerationGateConfig,

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from zero.run.config import disk_problem, naming_write_errors, notify
+from zero.run.config import append_line_durably, disk_problem, notify
 
 log = logging.getLogger(__name__)
 
@@ -135,10 +135,7 @@ def log_tail_text(path: str, lines: int = LOG_TAIL_LINES) -> str:
     # An empty log: on a full disk the role's reason could not be written to it either. Writing a note there
     # says whether that is why (a role that met the full disk first in its own log said nothing at all).
     try:
-        with naming_write_errors(Path(path)), open(path, "a") as fh:
-            fh.write("the loop found this log empty when its role ended\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        append_line_durably(Path(path), "the loop found this log empty when its role ended\n")
     except OSError as exc:
         return f"; its log is empty: {disk_problem(exc) or exc}"
     return ""

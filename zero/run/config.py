@@ -340,6 +340,16 @@ def naming_write_errors(path: Path) -> typing.Iterator[None]:
         raise
 
 
+def append_line_durably(path: Path, line: str) -> None:
+    """Append one line to a text journal and fsync it, so that what was appended survives a kill; an error of the
+    disk names the file (naming_write_errors)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with naming_write_errors(path), open(path, "a") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary name beside the target, fsync, then rename: readers see old or new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
