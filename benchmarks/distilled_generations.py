@@ -4,6 +4,7 @@ with the largest endgame database built, over the ballot split over processes (t
 the run's own record of each gate beside them.
 
     python benchmarks/distilled_generations.py --run RUN [--processes 2] [--first N] [--against default]
+        [--generations 2 3]
 
 A line a generation: its games and positions behind it, and each match's Elo with its 95 % interval.
 """
@@ -33,6 +34,8 @@ def main() -> None:
     parser.add_argument("--against", default="mcts:t0+0.1:dbleaves:book",
                         help="the second yardstick, a player spec (default: the whole player, the network's MCTS "
                              "at the matches' 0.1 s a move)")
+    parser.add_argument("--generations", type=int, nargs="+",
+                        help="only these generations' matches (default: every promoted one)")
     args = parser.parse_args()
     run = RunDir(args.run)
     openings = load_ballot("openings/acf_3move_144.txt")[:args.first]
@@ -45,7 +48,8 @@ def main() -> None:
                            f"({s['low']:+.0f} .. {s['high']:+.0f})" for s in entry["stages"])
         print(f"  cycle {entry['cycle']}: {entry['decision']} ({stages})")
     zero = run.initial_evaluation()
-    generations = [(e["generation"], Path(e["candidate"])) for e in decisions if e["decision"] == "promote"]
+    generations = [(e["generation"], Path(e["candidate"])) for e in decisions if e["decision"] == "promote"
+                   and (args.generations is None or e["generation"] in args.generations)]
     for generation, path in generations:
         made = load_eval(path).meta.get("made_from", {})
         line = [f"generation {generation} ({path.name}; {made.get('store_positions', 0):,} positions played)"]
